@@ -1,0 +1,72 @@
+"""Thread safety, fork safety and the on-disk compile cache of the numba engine."""
+
+import multiprocessing
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import chokepoint
+from chokepoint.kernels import engine_numba
+
+from . import reference as ref
+
+N = engine_numba.PARALLEL_MIN * 4  # large enough for the parallel kernels
+
+
+def test_many_threads_call_parallel_kernels_at_once():
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(N) for _ in range(8)]
+    expected = [ref.relu_backward(x, x) for x in xs]
+    results = [None] * len(xs)
+    barrier = threading.Barrier(len(xs))
+
+    def work(i):
+        barrier.wait()
+        for _ in range(5):
+            results[i] = chokepoint.relu_backward(xs[i], xs[i])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert all(ref.same(r, e) for r, e in zip(results, expected, strict=True))
+
+
+def _child(queue):
+    x = np.linspace(-1, 1, N)
+    queue.put(bool(np.array_equal(chokepoint.relu_grad(x), (x > 0).astype(np.uint8))))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX-only")
+def test_works_in_a_forked_child_after_parent_used_parallel_kernels():
+    chokepoint.relu_grad(np.ones(N))  # the parent starts its threading layer
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child, args=(queue,))
+    child.start()
+    child.join(timeout=120)
+    assert child.exitcode == 0
+    assert queue.get(timeout=5) is True
+
+
+def test_second_process_loads_kernels_from_the_cache(tmp_path, backend):
+    if backend != "numba":
+        pytest.skip("the compile cache belongs to the numba engine")
+    script = (
+        "import numpy as np, chokepoint\n"
+        "from chokepoint.kernels import engine_numba as e\n"
+        f"chokepoint.relu_grad(np.ones({N}))\n"
+        "k = e._kernel('relu_grad', True)\n"
+        "print(sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values()))\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True, check=True).stdout.split() for _ in range(2)]
+    (first_hits, first_misses), (second_hits, second_misses) = (map(int, r) for r in runs)
+    assert (first_hits, first_misses) == (0, 1), runs
+    assert (second_hits, second_misses) == (1, 0), runs
