@@ -61,7 +61,7 @@ def test_second_process_loads_kernels_from_the_cache(tmp_path, backend):
         "import numpy as np, chokepoint\n"
         "from chokepoint.kernels import engine_numba as e\n"
         f"chokepoint.relu_grad(np.ones({N}))\n"
-        "k = e._kernel('relu_grad', True)\n"
+        "k = e._kernel('relu_grad', 'parallel')\n"
         "print(sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values()))\n"
     )
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}

@@ -25,6 +25,9 @@ from collections.abc import Callable
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 from .ops import OPS
 
@@ -39,6 +42,9 @@ __all__ = [
 
 NAME = "numba"
 PARALLEL_MIN = 1 << 16
+#: Outputs at least this large are written with non-temporal stores: they would not stay in
+#: the cache anyway, and streaming skips reading each line before overwriting it.
+STREAM_MIN_BYTES = 16 << 20
 
 _UNARY = """
 def {fname}(x, out, zero, slope, lo, hi):
@@ -71,6 +77,55 @@ def {fname}(x, y, bits, zero):
         bits[j] = byte
 """
 
+# Streaming variants (large outputs): 8 results per iteration, written with non-temporal
+# stores (see _stream8), so the output's cache lines are not read before being overwritten.
+# They cover the first 8 * (n // 8) elements; the serial kernel finishes the tail.
+_UNARY_STREAM = """
+def {fname}(x, out, zero, slope, lo, hi):
+    for j in prange(out.shape[0] // 8):
+        s = 8 * j
+{lanes}
+        stream8(out, s, r0, r1, r2, r3, r4, r5, r6, r7)
+"""
+_UNARY_LANE = """        v = x[s + {k}]
+        r{k} = {expr}"""
+
+_BINARY_STREAM = """
+def {fname}(grad, x, out, zero, slope, lo, hi):
+    for j in prange(out.shape[0] // 8):
+        s = 8 * j
+{lanes}
+        stream8(out, s, r0, r1, r2, r3, r4, r5, r6, r7)
+"""
+_BINARY_LANE = """        v = x[s + {k}]
+        g = grad[s + {k}]
+        r{k} = {expr}"""
+
+_MASK_FORWARD_STREAM = """
+def {fname}(x, y, bits, zero):
+    for j in prange(x.shape[0] // 8):
+        s = 8 * j
+        byte = np.uint8(0)
+        for k in range(8):  # the mask first: y may be x itself
+            v = x[s + k]
+            byte |= np.uint8({passes}) << np.uint8(k)
+        bits[j] = byte
+{lanes}
+        stream8(y, s, r0, r1, r2, r3, r4, r5, r6, r7)
+"""
+_MASK_FORWARD_LANE = """        v = x[s + {k}]
+        r{k} = {relu}"""
+
+_MASK_BACKWARD_STREAM = """
+def {fname}(grad, bits, out, zero):
+    for j in prange(out.shape[0] // 8):
+        s = 8 * j
+        byte = bits[j]
+{lanes}
+        stream8(out, s, r0, r1, r2, r3, r4, r5, r6, r7)
+"""
+_MASK_BACKWARD_LANE = """        r{k} = select(byte & np.uint8({bit}), grad[s + {k}], zero)"""
+
 _MASK_BACKWARD = """
 def {fname}(grad, bits, out, zero):
     n = out.shape[0]
@@ -99,6 +154,38 @@ def _logical_and(c, d):
     return c & d
 
 
+@intrinsic
+def _stream8(typingctx, arr, index, v0, v1, v2, v3, v4, v5, v6, v7):
+    """Store v0..v7 at arr[index:index + 8] with 16-byte non-temporal stores.
+
+    16-byte stores need only 16-byte alignment, which NumPy's allocator gives every array;
+    callers check the address (:func:`_streamable`). Four (float64) or two (float32) stores fill
+    consecutive parts of a cache line, which the CPU's write-combining buffers merge.
+    """
+    def codegen(context, builder, sig, args):
+        arrty = sig.args[0]
+        ary = context.make_array(arrty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, arrty, ary, [args[1]],
+                                       wraparound=False)
+        element = context.get_data_type(arrty.dtype)
+        per_store = 16 // context.get_abi_sizeof(element)
+        vector = ir.VectorType(element, per_store)
+        nontemporal = builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)])
+        values = [context.cast(builder, v, t, arrty.dtype)
+                  for v, t in zip(args[2:], sig.args[2:], strict=True)]
+        for first in range(0, 8, per_store):
+            packed = ir.Constant(vector, ir.Undefined)
+            for k in range(per_store):
+                packed = builder.insert_element(packed, values[first + k],
+                                                ir.Constant(ir.IntType(32), k))
+            where = builder.gep(ptr, [ir.Constant(ir.IntType(64), first)])
+            store = builder.store(packed, builder.bitcast(where, vector.as_pointer()), align=16)
+            store.set_metadata("nontemporal", nontemporal)
+        return context.get_dummy_value()
+
+    return types.void(arr, index, *([arr.dtype] * 8)), codegen
+
+
 _NAMESPACE = {
     "__name__": __name__,  # numba's cache rebuilds a kernel's globals by importing this module
     "np": np,
@@ -106,77 +193,119 @@ _NAMESPACE = {
     "select": _select,
     "logical_not": _logical_not,
     "logical_and": _logical_and,
+    "stream8": _stream8,
 }
-_kernels: dict[tuple[str, bool], Callable] = {}
+_kernels: dict[tuple[str, str], Callable] = {}
 _compile_lock = threading.Lock()
 _launch_lock = threading.Lock()
 _serial_only = False
 
 
-def _source(name: str, fname: str, loop: str) -> str:
-    """Python source of the kernel ``name``, as function ``fname`` looping with ``loop``."""
+def _lanes(lane: str, **fields: str) -> str:
+    return "\n".join(lane.format(k=k, bit=1 << k, **fields) for k in range(8))
+
+
+def _source(name: str, fname: str, mode: str) -> str:
+    """Python source of kernel ``name`` in ``mode`` ("serial", "parallel" or "stream")."""
+    loop = "range" if mode == "serial" else "prange"
+    stream = mode == "stream"
     if name in OPS:
         op = OPS[name]
-        template = _UNARY if op.arity == 1 else _BINARY
-        return template.format(fname=fname, loop=loop, expr=op.expr)
+        if op.arity == 1:
+            template, lane = (_UNARY_STREAM, _UNARY_LANE) if stream else (_UNARY, None)
+        else:
+            template, lane = (_BINARY_STREAM, _BINARY_LANE) if stream else (_BINARY, None)
+        lanes = _lanes(lane, expr=op.expr) if stream else ""
+        return template.format(fname=fname, loop=loop, expr=op.expr, lanes=lanes)
     if name in ("mask_forward", "mask_forward_at_zero"):
-        passes = OPS["relu_grad_at_zero" if name.endswith("at_zero") else "relu_grad"].expr
-        return _MASK_FORWARD.format(fname=fname, loop=loop, relu=OPS["relu"].expr, passes=passes)
+        fields = {"relu": OPS["relu"].expr,
+                  "passes": OPS[name.replace("mask_forward", "relu_grad")].expr}
+        if stream:
+            return _MASK_FORWARD_STREAM.format(fname=fname, passes=fields["passes"],
+                                               lanes=_lanes(_MASK_FORWARD_LANE, **fields))
+        return _MASK_FORWARD.format(fname=fname, loop=loop, **fields)
     if name == "mask_backward":
+        if stream:
+            return _MASK_BACKWARD_STREAM.format(fname=fname, lanes=_lanes(_MASK_BACKWARD_LANE))
         return _MASK_BACKWARD.format(fname=fname, loop=loop)
     raise KeyError(name)
 
 
-def _kernel(name: str, parallel: bool) -> Callable:
-    """The compiled kernel for ``name``, generated and jitted on first use."""
-    key = (name, parallel)
+def _kernel(name: str, mode: str) -> Callable:
+    """The compiled kernel for ``name`` in ``mode``, generated and jitted on first use."""
+    key = (name, mode)
     kernel = _kernels.get(key)
     if kernel is None:
         with _compile_lock:
             kernel = _kernels.get(key)
             if kernel is None:
-                fname = f"_{name}_{'parallel' if parallel else 'serial'}"
-                src = _source(name, fname, "prange" if parallel else "range")
+                fname = f"_{name}_{mode}"
                 namespace = dict(_NAMESPACE)
                 # The file name ties numba's on-disk cache to this module: it is invalidated
                 # when this file changes, and each kernel is keyed by its name and bytecode.
-                exec(compile(src, __file__, "exec"), namespace)
-                kernel = numba.njit(parallel=parallel, cache=True, nogil=True)(namespace[fname])
+                exec(compile(_source(name, fname, mode), __file__, "exec"), namespace)
+                kernel = numba.njit(parallel=mode != "serial", cache=True,
+                                    nogil=True)(namespace[fname])
                 _kernels[key] = kernel
     return kernel
 
 
-def _launch(name: str, n: int, *args) -> None:
+def _streamable(out: np.ndarray) -> bool:
+    return (out.nbytes >= STREAM_MIN_BYTES and out.itemsize in (4, 8)
+            and out.ctypes.data % 16 == 0)
+
+
+def _launch(name: str, out: np.ndarray, *args) -> None:
+    """Run kernel ``name`` over ``args``; ``out`` is the array it writes (the last for masks)."""
+    n = out.shape[0]
     if n == 0:
         return
     if n < PARALLEL_MIN or _serial_only:
-        _kernel(name, False)(*args)
+        _kernel(name, "serial")(*args)
         return
-    kernel = _kernel(name, True)
     with _launch_lock:
-        kernel(*args)
+        if _streamable(out):
+            _kernel(name, "stream")(*args)
+            # the tail of n % 8 elements (the serial kernels take any range)
+            head = n - n % 8
+            if head < n:
+                _kernel(name, "serial")(*_tail(name, args, head))
+        else:
+            _kernel(name, "parallel")(*args)
+
+
+def _tail(name: str, args: tuple, start: int) -> tuple:
+    """``args`` cut to the elements from ``start`` on (``start`` is a multiple of 8)."""
+    if name.startswith("mask_forward"):
+        x, y, bits, zero = args
+        return x[start:], y[start:], bits[start // 8:], zero
+    if name == "mask_backward":
+        grad, bits, out, zero = args
+        return grad[start:], bits[start // 8:], out[start:], zero
+    arrays = 2 if OPS[name].arity == 1 else 3
+    return (*(a[start:] for a in args[:arrays]), *args[arrays:])
 
 
 def unary(name: str, x: np.ndarray, out: np.ndarray, zero, slope, lo, hi) -> None:
     """``out[i] = OPS[name](x[i])`` for flat contiguous ``x`` and ``out``."""
-    _launch(name, out.shape[0], x, out, zero, slope, lo, hi)
+    _launch(name, out, x, out, zero, slope, lo, hi)
 
 
 def binary(name: str, grad: np.ndarray, x: np.ndarray, out: np.ndarray, zero, slope, lo,
            hi) -> None:
     """``out[i] = OPS[name](grad[i], x[i])`` for flat contiguous arrays."""
-    _launch(name, out.shape[0], grad, x, out, zero, slope, lo, hi)
+    _launch(name, out, grad, x, out, zero, slope, lo, hi)
 
 
 def mask_forward(x: np.ndarray, y: np.ndarray, bits: np.ndarray, zero, at_zero: int) -> None:
     """``y = relu(x)`` and the packed derivative of ReLU in ``bits``, in one pass."""
     name = "mask_forward_at_zero" if at_zero else "mask_forward"
-    _launch(name, x.shape[0], x, y, bits, zero)
+    _launch(name, y, x, y, bits, zero)
 
 
 def mask_backward(grad: np.ndarray, bits: np.ndarray, out: np.ndarray, zero) -> None:
     """``out = grad`` where the packed bit is set, else 0."""
-    _launch("mask_backward", out.shape[0], grad, bits, out, zero)
+    _launch("mask_backward", out, grad, bits, out, zero)
 
 
 def _after_fork_in_child() -> None:

@@ -1,0 +1,248 @@
+"""This machine's ceilings: memory bandwidth and float64 arithmetic rate, measured and cached.
+
+Bandwidths are measured with numba ``prange`` kernels on arrays far larger than any cache
+(:data:`ARRAY_BYTES`), with all threads and with one: *read* (sum an int64 view, which vectorises
+because integer addition is associative), *write* (fill), *copy* and *triad* (``a = b + s * c``).
+Bytes are counted as the program asks for them (a copy moves 16 B per element, read + write);
+the write-allocate traffic a store may cause is part of what the machine costs, so it is not
+added. The compute ceiling is float64 multiply-adds on data that stays in registers.
+
+The result is cached per machine (CPU model, core count, thread count) as JSON in the user's
+cache directory, so race and explain pay for it once. ``chokepoint roofline --refresh`` measures
+again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from .timer import measure
+
+__all__ = ["ARRAY_BYTES", "Roofline", "cache_path", "machine_info", "measure_roofline",
+           "roofline"]
+
+ARRAY_BYTES = 256 * 2**20
+_FLOP_STEPS = 64
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def _read(a):
+    total = 0
+    for i in numba.prange(a.shape[0]):
+        total += a[i]
+    return total
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def _write(a):
+    for i in numba.prange(a.shape[0]):
+        a[i] = 1.0
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def _copy(src, dst):
+    for i in numba.prange(dst.shape[0]):
+        dst[i] = src[i]
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def _triad(a, b, c, s):
+    for i in numba.prange(a.shape[0]):
+        a[i] = b[i] + s * c[i]
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def _flops(a, m, c):
+    # each element's chain is independent, so the loop vectorises across elements
+    for i in numba.prange(a.shape[0]):
+        v = a[i]
+        for _ in range(_FLOP_STEPS):
+            v = v * m + c
+        a[i] = v
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """Measured ceilings of this machine, in bytes and flops per second.
+
+    Attributes
+    ----------
+    read_bw, write_bw, copy_bw, triad_bw : float
+        All-thread bandwidths in B/s.
+    read_bw_1t, write_bw_1t, copy_bw_1t, triad_bw_1t : float
+        One-thread bandwidths in B/s.
+    flops, flops_1t : float
+        float64 arithmetic rate (a multiply and an add count 2), all threads and one.
+    machine : dict
+        CPU model, core count, thread count, NumPy and numba versions.
+    measured_at : str
+        When, as ISO 8601.
+    seconds : float
+        How long the measurement took.
+    """
+
+    read_bw: float
+    write_bw: float
+    copy_bw: float
+    triad_bw: float
+    read_bw_1t: float
+    write_bw_1t: float
+    copy_bw_1t: float
+    triad_bw_1t: float
+    flops: float
+    flops_1t: float
+    machine: dict
+    measured_at: str
+    seconds: float
+
+    @property
+    def bandwidth(self) -> float:
+        """The memory roof used for floors: the all-thread read bandwidth, B/s."""
+        return self.read_bw
+
+    def floor_seconds(self, nbytes: float) -> float:
+        """Least time to move ``nbytes`` at :attr:`bandwidth`."""
+        return nbytes / self.bandwidth
+
+    def attainable(self, intensity: float) -> float:
+        """Roofline model: flop/s attainable at ``intensity`` flop per byte."""
+        return min(self.flops, intensity * self.bandwidth)
+
+    def to_dict(self) -> dict:
+        """Plain-data form (JSON-ready)."""
+        return asdict(self)
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info() -> dict:
+    """What identifies this machine's roofline."""
+    return {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "threads": numba.get_num_threads(),
+        "numpy": np.__version__,
+        "numba": numba.__version__,
+        "python": platform.python_version(),
+        "system": platform.system(),
+    }
+
+
+def cache_path(machine: dict | None = None) -> Path:
+    """The cache file for ``machine`` (this one by default)."""
+    import platformdirs
+
+    machine = machine_info() if machine is None else machine
+    key = json.dumps({k: machine[k] for k in ("cpu", "cores", "threads")}, sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return Path(platformdirs.user_cache_dir("chokepoint")) / f"roofline-{digest}.json"
+
+
+def _bandwidths(nbytes: int, min_time: float) -> dict[str, float]:
+    n = nbytes // 8
+    a = np.ones(n)
+    b = np.ones(n)
+    c = np.ones(n)
+
+    def rate(fn, moved):
+        return moved / measure(fn, min_time=min_time, repeats=5).median
+
+    return {
+        "read_bw": rate(lambda: _read(a.view(np.int64)), a.nbytes),
+        "write_bw": rate(lambda: _write(a), a.nbytes),
+        "copy_bw": rate(lambda: _copy(b, a), 2 * a.nbytes),
+        "triad_bw": rate(lambda: _triad(a, b, c, 3.0), 3 * a.nbytes),
+    }
+
+
+def _flop_rate(min_time: float) -> float:
+    a = np.full(numba.get_num_threads() * 4096, 0.5)  # stays in L1/L2
+    seconds = measure(lambda: _flops(a, 0.999, 0.0001), min_time=min_time, repeats=5).median
+    return a.size * _FLOP_STEPS * 2 / seconds
+
+
+def measure_roofline(*, nbytes: int = ARRAY_BYTES, min_time: float = 0.1) -> Roofline:
+    """Measure this machine's ceilings now (about 10 s with the defaults).
+
+    Parameters
+    ----------
+    nbytes : int
+        Size of each bandwidth array; keep it far above the last-level cache.
+    min_time : float
+        Seconds per timing repeat.
+
+    Returns
+    -------
+    Roofline
+    """
+    started = time.perf_counter()
+    threads = numba.get_num_threads()
+    all_threads = {**_bandwidths(nbytes, min_time), "flops": _flop_rate(min_time)}
+    numba.set_num_threads(1)
+    try:
+        one_thread = {**_bandwidths(nbytes, min_time), "flops": _flop_rate(min_time)}
+    finally:
+        numba.set_num_threads(threads)
+    return Roofline(
+        **all_threads,
+        **{f"{k}_1t": v for k, v in one_thread.items()},
+        machine=machine_info(),
+        measured_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        seconds=time.perf_counter() - started,
+    )
+
+
+_memo: Roofline | None = None
+
+
+def roofline(*, refresh: bool = False) -> Roofline:
+    """This machine's roofline: from memory, from the cache file, or measured and cached.
+
+    Parameters
+    ----------
+    refresh : bool
+        Measure again even when a cached result exists.
+
+    Returns
+    -------
+    Roofline
+    """
+    global _memo
+    machine = machine_info()
+    if _memo is not None and not refresh and _memo.machine == machine:
+        return _memo
+    path = cache_path(machine)
+    if not refresh and path.exists():
+        try:
+            data = json.loads(path.read_text())
+            if data.get("machine") == machine:
+                _memo = Roofline(**data)
+                return _memo
+        except (OSError, ValueError, TypeError):
+            pass  # unreadable or stale: measure again
+    _memo = measure_roofline()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(_memo.to_dict(), indent=2))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache directory only costs a re-measurement next time
+    return _memo

@@ -1,0 +1,148 @@
+"""Timing with autorange, repeats and robust statistics, the way %timeit does it.
+
+:func:`measure` calls a function once to warm it up (compiles, page faults, caches), calibrates
+the number of loops per repeat so that one repeat lasts at least ``min_time``, then runs
+``repeats`` repeats with the garbage collector disabled, as :mod:`timeit` does. It reports the
+median time per call, the interquartile range and the minimum.
+
+Cache honesty: when ``fn`` is called again and again on the same inputs, data that fits in the
+cache is measured from the cache. :func:`measure` does not hide that; callers that rotate among
+copies of their inputs pass ``setup_each`` (see :mod:`chokepoint.measure.race`), and results say
+``cache_hot`` when the working set fits in the last-level cache.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+__all__ = ["Measurement", "measure"]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Times of one callable, in seconds per call.
+
+    Attributes
+    ----------
+    times : list of float
+        Seconds per call of each repeat.
+    loops : int
+        Calls per repeat.
+    """
+
+    times: list[float] = field(repr=False)
+    loops: int
+
+    @property
+    def runs(self) -> int:
+        """Number of repeats."""
+        return len(self.times)
+
+    @property
+    def median(self) -> float:
+        """Median seconds per call."""
+        return float(np.median(self.times))
+
+    @property
+    def iqr(self) -> float:
+        """Interquartile range of the seconds per call."""
+        q1, q3 = np.percentile(self.times, [25, 75])
+        return float(q3 - q1)
+
+    @property
+    def min(self) -> float:
+        """Fastest repeat's seconds per call."""
+        return float(np.min(self.times))
+
+    def to_dict(self) -> dict:
+        """Plain-data form (JSON-ready)."""
+        return {**asdict(self), "runs": self.runs, "median": self.median, "iqr": self.iqr,
+                "min": self.min}
+
+    def __repr__(self) -> str:
+        return (f"Measurement(median={_fmt(self.median)}, iqr={_fmt(self.iqr)}, "
+                f"min={_fmt(self.min)}, runs={self.runs}, loops={self.loops})")
+
+
+def _fmt(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
+        if seconds >= scale or unit == "ns":
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds} s"
+
+
+def _time_loops(fn: Callable[[], object], loops: int, clock: Callable[[], float]) -> float:
+    start = clock()
+    for _ in range(loops):
+        fn()
+    return clock() - start
+
+
+def measure(
+    fn: Callable[[], object],
+    *,
+    min_time: float = 0.2,
+    repeats: int = 7,
+    warmup: bool = True,
+    max_loops: int = 1_000_000,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Measurement:
+    """Time ``fn()``.
+
+    Parameters
+    ----------
+    fn : callable
+        Called with no arguments.
+    min_time : float
+        Seconds one repeat should last at least; loops per repeat are calibrated to it (1, 2,
+        5, 10, 20, ... as %timeit does).
+    repeats : int
+        Number of repeats (at least 1).
+    warmup : bool
+        Call ``fn`` once, untimed, first.
+    max_loops : int
+        Upper bound on loops per repeat.
+    clock : callable
+        Monotonic clock in seconds; replaceable for tests.
+
+    Returns
+    -------
+    Measurement
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
+    if not (min_time >= 0 and math.isfinite(min_time)):
+        raise ValueError(f"min_time must be a finite number >= 0, got {min_time}")
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        if warmup:
+            fn()
+        loops, elapsed = 1, _time_loops(fn, 1, clock)
+        while elapsed < min_time and loops < max_loops:
+            # the next step of the 1-2-5 ladder that should reach min_time
+            needed = loops * min_time / max(elapsed, 1e-9)
+            loops = min(max_loops, _ladder_at_least(max(needed, loops + 1)))
+            elapsed = _time_loops(fn, loops, clock)
+        times = [elapsed / loops]
+        times += [_time_loops(fn, loops, clock) / loops for _ in range(repeats - 1)]
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return Measurement(times=times, loops=loops)
+
+
+def _ladder_at_least(n: float) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... that is >= n."""
+    decade = 1
+    while True:
+        for step in (1, 2, 5):
+            if step * decade >= n:
+                return step * decade
+        decade *= 10
