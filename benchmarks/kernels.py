@@ -1,109 +1,13 @@
-"""Side-by-side speed of chokepoint's kernels on the origin workload, in one process.
+"""chokepoint's kernels against NumPy, numexpr, torch and the bandwidth floor, in one process.
 
-X = randn(3072, 10000) float64 (246 MB) and G of the same shape. Each kernel is raced against
-NumPy's best formulations (out= where it helps), numexpr and torch CPU when installed, and the
-floor: the bytes the operation must move (inputs read once, output written once) at the read
-bandwidth measured in this same run.
+    python benchmarks/kernels.py [--quick] [--min-time SECONDS]
 
-    python benchmarks/kernels.py [--quick]
+The same as ``chokepoint bench``; results and what was tried are in benchmarks/RESULTS.md.
 """
 
-from __future__ import annotations
-
-import argparse
 import sys
 
-import numpy as np
-
-import chokepoint
-from chokepoint.measure import measure
-from chokepoint.measure.roofline import _bandwidths
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a 10x smaller X, fewer repeats")
-    parser.add_argument("--min-time", type=float, default=0.2)
-    args = parser.parse_args(argv)
-    shape = (3072, 1000) if args.quick else (3072, 10000)
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal(shape)
-    G = rng.standard_normal(shape)
-    n = X.size
-    out8, outb, outf = np.empty(shape, np.uint8), np.empty(shape, bool), np.empty_like(X)
-    bw = _bandwidths(max(X.nbytes, 2**27), args.min_time)["read_bw"]
-    print(f"X {shape} float64, {X.nbytes / 1e6:.1f} MB; backend {chokepoint.get_backend()}; "
-          f"read bandwidth {bw / 1e9:.1f} GB/s (measured now)")
-
-    try:
-        import numexpr as ne
-    except ImportError:
-        ne = None
-    try:
-        import torch
-    except ImportError:
-        torch = None
-
-    _, mask = chokepoint.relu_with_mask(X)
-    groups = {
-        "relu_grad (read 8 B, write 1 B per element)": (9 * n, [
-            ("chokepoint.relu_grad(X, out=uint8)", lambda: chokepoint.relu_grad(X, out=out8)),
-            ("chokepoint.relu_grad(X)  [new array]", lambda: chokepoint.relu_grad(X)),
-            ("numpy (X > 0).view('i1')", lambda: (X > 0).view("i1")),
-            ("numpy np.greater(X, 0, out=bool)", lambda: np.greater(X, 0, out=outb)),
-            ("numpy np.ceil(np.clip(X, 0, 1))", lambda: np.ceil(np.clip(X, 0, 1))),
-            *([("numexpr evaluate('X>0', out=bool)",
-                lambda: ne.evaluate("X>0", local_dict={"X": X}, out=outb))] if ne else []),
-        ]),
-        "relu (read 8 B, write 8 B)": (16 * n, [
-            ("chokepoint.relu(X, out=)", lambda: chokepoint.relu(X, out=outf)),
-            ("numpy np.maximum(X, 0, out=)", lambda: np.maximum(X, 0, out=outf)),
-            *([("numexpr where(X>0, X, 0) out=",
-                lambda: ne.evaluate("where(X > 0, X, 0)", local_dict={"X": X}, out=outf))] if ne else []),
-            *([("torch.relu", lambda: torch.relu(torch.from_numpy(X)))] if torch else []),
-        ]),
-        "relu_with_mask (read 8 B, write 8 B + 1 bit)": (16.125 * n, [
-            ("chokepoint.relu_with_mask(X, out=)", lambda: chokepoint.relu_with_mask(X, out=outf)),
-        ]),
-        "relu_backward (read 16 B, write 8 B)": (24 * n, [
-            ("chokepoint.relu_backward(G, X, out=)",
-             lambda: chokepoint.relu_backward(G, X, out=outf)),
-            ("chokepoint.relu_backward(G, mask, out=)  [reads 8 B + 1 bit]",
-             lambda: chokepoint.relu_backward(G, mask, out=outf)),
-            ("numpy np.multiply(G, X > 0, out=)", lambda: np.multiply(G, X > 0, out=outf)),
-            *([("numexpr where(X>0, G, 0) out=",
-                lambda: ne.evaluate("where(X > 0, G, 0)", local_dict={"X": X, "G": G}, out=outf))] if ne else []),
-            *([("torch threshold_backward(G, X, 0)",
-                lambda: torch.ops.aten.threshold_backward(torch.from_numpy(G),
-                                                          torch.from_numpy(X), 0))]
-              if torch else []),
-        ]),
-    }
-    medians = {}
-    for title, (nbytes, candidates) in groups.items():
-        floor = nbytes / bw
-        print(f"\n{title}: floor {floor * 1e3:.2f} ms")
-        for label, fn in candidates:
-            m = measure(fn, min_time=args.min_time, repeats=3 if args.quick else 7)
-            medians[label] = m.median
-            print(f"  {label:<58} {m.median * 1e3:8.2f} ms  ±{m.iqr * 1e3:5.2f}  "
-                  f"{m.median / floor:5.2f}x floor")
-
-    def ratio(slow, fast):
-        if slow in medians and fast in medians:
-            print(f"  {medians[slow] / medians[fast]:5.2f}x  {fast}  vs  {slow}")
-
-    print("\nRequired ratios (ours faster by):")
-    ours_grad = "chokepoint.relu_grad(X, out=uint8)"
-    ratio("numexpr evaluate('X>0', out=bool)", ours_grad)
-    ratio("numpy (X > 0).view('i1')", ours_grad)
-    ratio("numpy np.maximum(X, 0, out=)", "chokepoint.relu(X, out=)")
-    ratio("numpy np.multiply(G, X > 0, out=)", "chokepoint.relu_backward(G, X, out=)")
-    ratio("torch threshold_backward(G, X, 0)", "chokepoint.relu_backward(G, X, out=)")
-    ratio("chokepoint.relu_backward(G, X, out=)",
-          "chokepoint.relu_backward(G, mask, out=)  [reads 8 B + 1 bit]")
-    return 0
-
+from chokepoint.bench import main
 
 if __name__ == "__main__":
     sys.exit(main())

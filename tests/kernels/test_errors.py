@@ -46,7 +46,7 @@ def test_out_wrong_shape_dtype_readonly_or_type():
     readonly = np.full(6, 7.0)
     readonly.flags.writeable = False
     assert "read-only" in str(_out_untouched(lambda o: chokepoint.relu(x, out=o), readonly).value)
-    with pytest.raises(TypeError, match="numpy.ndarray"):
+    with pytest.raises(TypeError, match=r"numpy\.ndarray"):
         chokepoint.relu(x, out=[0.0] * 6)
 
 

@@ -34,7 +34,8 @@ BINARY = {
                           lambda g, x: ref.hardtanh_backward(g, x, -0.5, 2.0)),
     "relu6_backward": (chokepoint.relu6_backward,
                        lambda g, x: ref.hardtanh_backward(g, x, 0.0, 6.0)),
-    "relu_backward_mask": (lambda g, x: chokepoint.relu_backward(g, chokepoint.relu_with_mask(x)[1]),
+    "relu_backward_mask": (lambda g, x: chokepoint.relu_backward(
+        g, chokepoint.relu_with_mask(x)[1]),
                            ref.relu_backward),
 }
 
@@ -50,7 +51,7 @@ def strided(draw, dtype, shape):
     if layout == "F":
         return np.array(base, order="F")
     if layout == "sliced" and base.ndim:
-        wide = np.empty(base.shape[:-1] + (base.shape[-1] * 2,), base.dtype)
+        wide = np.empty((*base.shape[:-1], base.shape[-1] * 2), base.dtype)
         wide[..., ::2] = base
         return wide[..., ::2]
     if layout == "reversed" and base.ndim:

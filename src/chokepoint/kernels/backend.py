@@ -54,7 +54,7 @@ def get_backend() -> str:
     return engine().NAME
 
 
-class set_backend:  # noqa: N801 - used like a function
+class set_backend:
     """Select the engine; usable as a context manager that restores the previous one.
 
     Parameters

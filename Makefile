@@ -1,0 +1,31 @@
+# Two commands on a fresh machine:  make demo  (the main job)  and  make test  (the tests).
+# Both create .venv and install what they need on first use.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: demo test bench lint clean
+
+$(VENV)/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# torch 2.13.0 is the CPU build that this workplace serves; a bare "torch" would be a
+	# multi-GB CUDA build. It satisfies the [bench] extra's torch>=2.0, so pip keeps it.
+	$(PY) -m pip install --quiet "torch==2.13.0"
+	$(PY) -m pip install --quiet -e ".[bench,report,test]"
+	touch $@
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/chokepoint demo
+
+bench: $(VENV)/.installed
+	$(PY) benchmarks/kernels.py
+
+lint: $(VENV)/.installed
+	$(PY) -m ruff check src tests benchmarks
+
+test: lint
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .hypothesis
