@@ -9,15 +9,135 @@ import argparse
 import json
 import sys
 
-__all__ = ["main"]
+__all__ = ["add_race_arguments", "demo_candidates", "emit_race", "main", "parse_sizes",
+           "run_race"]
+
+
+def parse_sizes(text: str) -> list[int]:
+    """``"1e3,1e4,100000"`` -> ``[1000, 10000, 100000]``."""
+    try:
+        sizes = [int(float(part)) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"sizes must be numbers separated by commas: {text!r}") \
+            from exc
+    if not sizes or min(sizes) < 0:
+        raise argparse.ArgumentTypeError(f"sizes must be non-negative numbers: {text!r}")
+    return sizes
+
+
+def add_race_arguments(parser: argparse.ArgumentParser, *, statements: bool = True) -> None:
+    """The race options, shared by ``chokepoint race`` and the ``%race`` magic."""
+    parser.add_argument("-s", "--setup", default="", help="setup code run before each candidate")
+    if statements:
+        parser.add_argument("statements", nargs="+", metavar="STMT", help="candidates")
+    parser.add_argument("--reference", type=int, default=0,
+                        help="index of the candidate the others must agree with (default 0)")
+    parser.add_argument("--sizes", type=parse_sizes,
+                        help="sweep sizes, e.g. 1e3,1e4,1e5 (setup sees n)")
+    parser.add_argument("--min-time", type=float, default=0.2,
+                        help="seconds per timing repeat (default 0.2)")
+    parser.add_argument("--repeats", type=int, default=5, help="timing repeats (default 5)")
+    parser.add_argument("--rtol", type=float, help="relative tolerance for agreement")
+    parser.add_argument("--atol", type=float, help="absolute tolerance for agreement")
+    parser.add_argument("--rotate", action="store_true",
+                        help="cycle through copies of the inputs when they fit in the cache")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON only")
+    parser.add_argument("--plot", metavar="FILE", help="write the main plot (.png or .svg)")
+
+
+class _Progress:
+    """A transient progress line on stderr (shown only on a terminal)."""
+
+    def __init__(self, total: int):
+        from rich.console import Console
+        from rich.progress import Progress
+
+        self._progress = Progress(console=Console(stderr=True), transient=True)
+        self._task = self._progress.add_task("racing", total=total)
+        self._started = False
+
+    def __call__(self, description: str) -> None:
+        if not self._started:
+            self._progress.start()
+            self._started = True
+        else:
+            self._progress.advance(self._task)
+        self._progress.update(self._task, description=description[:60])
+
+    def close(self) -> None:
+        if self._started:
+            self._progress.stop()
+
+
+def run_race(args: argparse.Namespace, statements, namespace: dict | None = None):
+    """Run a race from parsed options; returns the RaceResult."""
+    from .measure.race import race
+
+    total = len(statements) * max(1, len(args.sizes or []))
+    progress = _Progress(total)
+    try:
+        return race(statements, args.setup, reference=args.reference, sizes=args.sizes,
+                    rtol=args.rtol, atol=args.atol, min_time=args.min_time,
+                    repeats=args.repeats, rotate=args.rotate, namespace=namespace,
+                    progress=progress)
+    finally:
+        progress.close()
+
+
+def emit_race(result, args: argparse.Namespace) -> None:
+    """Print (table or JSON) and write the files a race's options ask for."""
+    if args.plot:
+        result.plot(args.plot)
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(result.table(), end="")
+        if args.plot:
+            print(f"plot written to {args.plot}")
+
+
+def _race(args: argparse.Namespace) -> int:
+    result = run_race(args, args.statements)
+    emit_race(result, args)
+    return 130 if result.interrupted and "Ctrl-C" in result.interrupted else 0
+
+
+DEMO_SETUP = """\
+import chokepoint
+X = np.random.randn(3072, {cols})        # CIFAR-10 sized: 3072 features x {cols} samples
+B = np.empty(X.shape, bool)
+O = np.empty(X.shape, np.uint8)
+"""
+
+
+def demo_candidates() -> list[str]:
+    """The origin question's candidates, and chokepoint's."""
+    statements = ["np.ceil(np.clip(X, 0, 1))", "(X >= 0).view('i1')"]
+    try:
+        import numexpr  # noqa: F401
+
+        statements.append("ne.evaluate('X >= 0').view('i1')")
+    except ImportError:
+        pass
+    statements += ["np.greater(X, 0, out=B).view('i1')", "np.maximum(np.sign(X), 0)",
+                   "chokepoint.relu_grad(X)", "chokepoint.relu_grad(X, out=O)"]
+    return statements
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from . import bench
-
-    print("The origin question, on this machine: how fast is the ReLU derivative, and where is "
-          "the floor?\n")
-    return bench.run(args)
+    cols = 1000 if args.quick else 10000
+    setup = DEMO_SETUP.format(cols=cols)
+    statements = demo_candidates()
+    if any(s.startswith("ne.") for s in statements):
+        setup = "import numexpr as ne\n" + setup
+    print("The origin question on this machine: the ReLU derivative of X = randn(3072, "
+          f"{cols}), four ways and chokepoint's. Where is the bottleneck?\n", flush=True)
+    race_args = argparse.Namespace(setup=setup, reference=0, sizes=None, rtol=None, atol=None,
+                                   min_time=args.min_time, repeats=5, rotate=False,
+                                   json=False, plot=args.plot)
+    result = run_race(race_args, statements)
+    emit_race(result, race_args)
+    return 0
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -74,8 +194,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"chokepoint {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = commands.add_parser("demo", help="the origin question, measured on this machine")
-    bench.add_arguments(demo)
+    demo.add_argument("--quick", action="store_true", help="a 10x smaller X")
+    demo.add_argument("--min-time", type=float, default=0.2,
+                      help="seconds per timing repeat (default 0.2)")
+    demo.add_argument("--plot", metavar="FILE", help="write the race plot (.png or .svg)")
     demo.set_defaults(run=_demo)
+    race_cmd = commands.add_parser("race", help="time candidate statements side by side")
+    add_race_arguments(race_cmd)
+    race_cmd.set_defaults(run=_race)
     bench_cmd = commands.add_parser("bench", help="the kernels against NumPy, numexpr, torch "
                                     "and the bandwidth floor")
     bench.add_arguments(bench_cmd)

@@ -1,0 +1,502 @@
+"""Race candidate implementations: timing, agreement with a reference, size sweeps, the roof.
+
+Each candidate is a statement (a string run in the setup's namespace, as :mod:`timeit` does) or a
+callable. Every candidate gets a fresh setup, so one cannot change another's inputs; a candidate
+that mutates its inputs is detected (its inputs are compared with a copy taken after setup) and
+noted. Timing is :func:`chokepoint.measure.measure`'s autorange.
+
+Cache honesty: calling a statement again and again on the same inputs measures the cache when
+its working set fits there. With ``rotate=True`` the timed loop cycles through independent
+copies of the inputs (setup run again for each copy), enough to exceed the last-level cache;
+without it a result whose working set fits in that cache says ``cache-hot`` in its note.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import math
+import random
+import re
+import textwrap
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .roofline import Roofline, roofline
+from .timer import measure
+
+__all__ = ["Candidate", "CandidateResult", "RaceResult", "agreement", "last_level_cache_bytes",
+           "race"]
+
+_MAX_COPIES = 64
+SEED = 20190301  # the month the origin question was asked
+
+
+def _fingerprint(arrays: dict[str, np.ndarray]) -> dict[str, str]:
+    """A cheap digest of each input: shape, dtype and about 4096 sampled elements."""
+    prints = {}
+    for name, a in arrays.items():
+        flat = a.reshape(-1)
+        step = max(1, flat.size // 4096)
+        h = hashlib.blake2b(f"{a.shape}{a.dtype}".encode(), digest_size=12)
+        h.update(np.ascontiguousarray(flat[::step]).tobytes())
+        prints[name] = h.hexdigest()
+    return prints
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One implementation in a race.
+
+    Attributes
+    ----------
+    label : str
+        How results name it (the statement itself by default).
+    statement : str or None
+        Code run in the setup's namespace; an expression's value is the result.
+    function : callable or None
+        Called with the setup's namespace as keyword arguments it accepts, or with none.
+    """
+
+    label: str
+    statement: str | None = None
+    function: Callable | None = None
+
+    @classmethod
+    def from_spec(cls, spec) -> Candidate:
+        """A candidate from a string, a callable, a ``(label, code)`` pair or a Candidate."""
+        if isinstance(spec, Candidate):
+            return spec
+        if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], str):
+            label, code = spec
+            made = cls.from_spec(code)
+            return cls(label, made.statement, made.function)
+        if isinstance(spec, str):
+            return cls(spec.strip(), statement=spec.strip())
+        if callable(spec):
+            return cls(getattr(spec, "__qualname__", repr(spec)), function=spec)
+        raise TypeError(f"a candidate must be a statement, a callable or (label, either); "
+                        f"got {type(spec).__name__}")
+
+
+@dataclass
+class CandidateResult:
+    """One candidate's result; the fields of the race JSON (see DESIGN.md)."""
+
+    statement: str
+    median_s: float | None = None
+    iqr_s: float | None = None
+    min_s: float | None = None
+    runs: int = 0
+    loops: int = 0
+    relative: float | None = None
+    gbps: float | None = None
+    roof_fraction: float | None = None
+    agrees: bool | None = None
+    error: str | None = None
+    note: str = ""
+    bytes: int | None = field(default=None, repr=False)
+    cache_hot: bool = field(default=False, repr=False)
+    inputs: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def to_dict(self) -> dict:
+        """The DESIGN.md fields only."""
+        data = asdict(self)
+        for private in ("bytes", "cache_hot", "inputs"):
+            data.pop(private)
+        return data
+
+
+@dataclass
+class RaceResult:
+    """A race's outcome.
+
+    Attributes
+    ----------
+    reference : str
+        Label of the reference candidate.
+    candidates : list of CandidateResult
+        At the largest size when sizes were swept.
+    machine : dict
+        CPU, cores, threads and the roofline's ceilings.
+    sizes : list of int or None
+        The sizes swept.
+    sweep : dict
+        Label -> median seconds per size (None where it failed).
+    setup : str
+        The setup, for reports.
+    interrupted : str or None
+        Why the race ended early (Ctrl-C, MemoryError), if it did.
+    """
+
+    reference: str
+    candidates: list[CandidateResult]
+    machine: dict
+    sizes: list[int] | None = None
+    sweep: dict[str, list[float | None]] = field(default_factory=dict)
+    setup: str = ""
+    interrupted: str | None = None
+
+    def to_dict(self) -> dict:
+        """JSON-ready: the DESIGN.md schema, plus ``sizes``/``sweep`` when sizes were swept."""
+        data = {"reference": self.reference,
+                "candidates": [c.to_dict() for c in self.candidates],
+                "machine": self.machine}
+        if self.sizes:
+            data["sizes"] = list(self.sizes)
+            data["sweep"] = self.sweep
+        if self.interrupted:
+            data["interrupted"] = self.interrupted
+        return data
+
+    def fastest(self) -> CandidateResult | None:
+        """The fastest candidate that ran."""
+        ran = [c for c in self.candidates if c.median_s is not None]
+        return min(ran, key=lambda c: c.median_s) if ran else None
+
+    def slowest(self) -> CandidateResult | None:
+        """The slowest candidate that ran."""
+        ran = [c for c in self.candidates if c.median_s is not None]
+        return max(ran, key=lambda c: c.median_s) if ran else None
+
+    def plot(self, path: str | Path) -> Path:
+        """Write the main plot (PNG or SVG by extension); see :mod:`chokepoint.report.plots`."""
+        from ..report.plots import race_plot
+
+        return race_plot(self, path)
+
+    def table(self) -> str:
+        """The results as a text table."""
+        from ..report.text import race_text
+
+        return race_text(self)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # IPython
+        printer.text(self.table())
+
+
+# ------------------------------------------------------------------------------ agreement
+
+def agreement(result, reference, *, rtol: float | None = None,
+              atol: float | None = None) -> tuple[bool, str]:
+    """Whether ``result`` agrees with ``reference``, and a note saying how.
+
+    Values are compared after NumPy promotion (a 0/1 int8 result agrees with a 0/1 float64 one;
+    the dtype difference goes in the note), NaN equal to NaN. With ``rtol`` or ``atol`` floats
+    compare with that tolerance. A disagreement names the first differing index and the count.
+    """
+    a, b = np.asarray(result), np.asarray(reference)
+    notes = []
+    if a.shape != b.shape:
+        return False, f"shape {a.shape} differs from the reference's {b.shape}"
+    if a.dtype != b.dtype:
+        notes.append(f"dtype {a.dtype} vs reference {b.dtype}")
+    try:
+        common = np.result_type(a, b)
+        a2, b2 = a.astype(common, copy=False), b.astype(common, copy=False)
+        if rtol is not None or atol is not None:
+            if common.kind not in "fc":
+                common = np.dtype(np.float64)
+                a2, b2 = a2.astype(common), b2.astype(common)
+            equal = np.isclose(a2, b2, rtol=rtol or 0.0, atol=atol or 0.0, equal_nan=True)
+        elif common.kind in "fc":
+            equal = (a2 == b2) | (np.isnan(a2) & np.isnan(b2))
+        else:
+            equal = a2 == b2
+    except (TypeError, ValueError) as exc:
+        return False, f"cannot compare with the reference: {exc}"
+    equal = np.asarray(equal)
+    if equal.all():
+        return True, "; ".join(notes)
+    bad = int(equal.size - np.count_nonzero(equal))
+    first = tuple(int(i) for i in np.argwhere(~equal)[0]) if equal.ndim else ()
+    where = f"first at index {first}" if first else "the scalar differs"
+    value = f"{a[first]!r} vs {b[first]!r}" if first or a.ndim == 0 else ""
+    notes.insert(0, f"differs at {bad} of {equal.size} elements, {where} ({value})")
+    return False, "; ".join(notes)
+
+
+# -------------------------------------------------------------------------------- running
+
+def last_level_cache_bytes() -> int:
+    """Size of the last-level cache, capped at 64 MiB.
+
+    Virtual machines often report the host's whole L3 (480 MB on ours, where a 246 MB array
+    still streams at DRAM speed), so the sysfs value is capped; 32 MiB when unknown.
+    """
+    path = Path("/sys/devices/system/cpu/cpu0/cache")
+    sizes = []
+    for index in path.glob("index*"):
+        try:
+            text = (index / "size").read_text().strip().upper()
+            scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1], 1)
+            sizes.append(int(text.rstrip("KMG")) * scale)
+        except (OSError, ValueError):
+            continue
+    return min(max(sizes), 64 * 2**20) if sizes else 32 * 2**20
+
+
+def _arrays(namespace: dict, names: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+    keys = namespace if names is None else [n for n in names if n in namespace]
+    return {k: namespace[k] for k in keys if isinstance(namespace[k], np.ndarray)}
+
+
+def _names_used(candidate: Candidate, namespace: dict) -> list[str]:
+    """Names a candidate may read: its code's names, and identifiers inside its string
+    constants (``ne.evaluate('X >= 0')`` reads X)."""
+    if candidate.statement is None:
+        return list(namespace)
+    code = compile(candidate.statement, "<race>", "exec")
+    names: set[str] = set()
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        for const in c.co_consts:
+            if hasattr(const, "co_names"):
+                stack.append(const)
+            elif isinstance(const, str):
+                names.update(re.findall(r"[A-Za-z_]\w*", const))
+    return sorted(names)
+
+
+def _compile(candidate: Candidate, namespace: dict) -> Callable[[], object]:
+    """A no-argument callable running the candidate in ``namespace``, returning its value."""
+    if candidate.function is not None:
+        fn = candidate.function
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            return fn
+        kwargs = {k: namespace[k] for k in params if k in namespace}
+        return lambda: fn(**kwargs)
+    source = candidate.statement
+    try:
+        compile(source, "<race>", "eval")
+        body = f"    return ({source})"
+    except SyntaxError:
+        compile(source, "<race>", "exec")  # raises a clear SyntaxError
+        body = textwrap.indent(source, "    ") + "\n    return None"
+    exec(compile(f"def __chokepoint_candidate__():\n{body}\n", "<race>", "exec"), namespace)
+    return namespace.pop("__chokepoint_candidate__")
+
+
+def _run_setup(setup, n: int | None, base: dict | None) -> dict:
+    """A fresh namespace after ``setup``; NumPy's and Python's global RNGs are seeded first, so
+    that ``np.random.randn(...)`` in a setup gives every candidate the same inputs. Arrays from
+    ``base`` (the user's namespace) are copied: a candidate never mutates the user's arrays."""
+    random.seed(SEED)
+    np.random.seed(SEED)  # noqa: NPY002 - setups use the legacy global RNG; seed it
+    namespace = {k: v.copy() if isinstance(v, np.ndarray) else v
+                 for k, v in (base or {}).items()}
+    namespace.setdefault("np", np)
+    if n is not None:
+        namespace["n"] = n
+    if setup is None or setup == "":
+        return namespace
+    if callable(setup):
+        made = setup(n) if n is not None else setup()
+        if made is not None:
+            if not isinstance(made, dict):
+                raise TypeError("a callable setup must return a dict (the namespace) or None")
+            namespace.update(made)
+        return namespace
+    exec(compile(setup, "<setup>", "exec"), namespace)
+    return namespace
+
+
+def _mutated(before: dict[str, np.ndarray], namespace: dict) -> list[str]:
+    return [k for k, v in before.items()
+            if not (namespace.get(k) is not None and np.asarray(namespace[k]).shape == v.shape
+                    and np.array_equal(namespace[k], v, equal_nan=v.dtype.kind in "fc"))]
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _run_candidate(candidate: Candidate, setup, n, base, *, min_time, repeats, rotate,
+                   cache_bytes) -> tuple[CandidateResult, object]:
+    result = CandidateResult(candidate.label)
+    namespace = _run_setup(setup, n, base)
+    inputs = _arrays(namespace, _names_used(candidate, namespace))
+    result.inputs = _fingerprint(inputs)
+    pristine = {k: v.copy() for k, v in inputs.items()}
+    fn = _compile(candidate, namespace)
+    value = fn()  # the value checked for agreement, and the warm-up call
+    notes = []
+    # an array the result lives in (an out= buffer) is the output, not an input
+    written = {k for k, a in inputs.items()
+               if isinstance(value, np.ndarray) and np.may_share_memory(value, a)}
+    changed = [k for k in _mutated(pristine, namespace) if k not in written]
+    if written:
+        notes.append(f"writes its result into {', '.join(sorted(written))}")
+    if changed:
+        notes.append(f"mutates its inputs ({', '.join(changed)}); later calls see changed data")
+    out_bytes = int(np.asarray(value).nbytes) if value is not None else 0
+    result.bytes = sum(a.nbytes for k, a in inputs.items() if k not in written) + out_bytes
+    working_set = result.bytes
+    timed = fn
+    if working_set < cache_bytes:
+        copies = min(_MAX_COPIES, math.ceil(2 * cache_bytes / max(working_set, 1)))
+        if rotate and copies * working_set >= cache_bytes:
+            fns = [fn] + [_compile(candidate, _run_setup(setup, n, base))
+                          for _ in range(copies - 1)]
+            state = [0]
+
+            def timed():
+                state[0] = (state[0] + 1) % copies
+                return fns[state[0]]()
+
+            notes.append(f"rotated among {copies} copies of the inputs")
+        else:
+            result.cache_hot = True
+            notes.append(f"cache-hot: working set {working_set / 2**20:.2f} MiB fits in the "
+                         f"{cache_bytes / 2**20:.0f} MiB cache")
+    m = measure(timed, min_time=min_time, repeats=repeats, warmup=False)
+    result.median_s, result.iqr_s, result.min_s = m.median, m.iqr, m.min
+    result.runs, result.loops = m.runs, m.loops
+    result.note = "; ".join(notes)
+    return result, value
+
+
+def race(
+    candidates: Sequence,
+    setup: str | Callable | None = None,
+    *,
+    reference: int = 0,
+    sizes: Sequence[int] | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    min_time: float = 0.2,
+    repeats: int = 5,
+    rotate: bool = False,
+    namespace: dict | None = None,
+    roof: Roofline | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> RaceResult:
+    """Time candidates side by side, check that they agree, and place them under the roof.
+
+    Parameters
+    ----------
+    candidates : sequence
+        Statements (strings), callables, ``(label, statement_or_callable)`` pairs or
+        :class:`Candidate` objects.
+    setup : str or callable, optional
+        Code run before each candidate in a fresh namespace (``np`` is there already; ``n`` is
+        the size when sizes are swept), or a callable returning that namespace as a dict
+        (called with ``n`` when sizes are swept).
+    reference : int
+        Index of the candidate the others must agree with.
+    sizes : sequence of int, optional
+        Sweep these sizes, as perfplot does; the result's ``sweep`` has the medians.
+    rtol, atol : float, optional
+        Tolerances for the agreement check; exact (after promotion) when neither is given.
+    min_time : float
+        Seconds per timing repeat.
+    repeats : int
+        Timing repeats.
+    rotate : bool
+        Cycle through independent copies of the inputs when they fit in the cache.
+    namespace : dict, optional
+        Names visible to setup and statements (IPython's user namespace, for the magics); it is
+        copied, never modified.
+    roof : Roofline, optional
+        The roofline to place results under; measured or loaded from the cache when omitted.
+    progress : callable, optional
+        Called with a short description before each candidate runs.
+
+    Returns
+    -------
+    RaceResult
+    """
+    specs = [Candidate.from_spec(c) for c in candidates]
+    if not specs:
+        raise ValueError("race needs at least one candidate")
+    if not 0 <= reference < len(specs):
+        raise ValueError(f"reference must index a candidate (0..{len(specs) - 1})")
+    roof = roofline() if roof is None else roof
+    cache_bytes = last_level_cache_bytes()
+    size_list = [int(s) for s in sizes] if sizes else [None]
+    sweep: dict[str, list[float | None]] = {c.label: [] for c in specs}
+    results: list[CandidateResult] = []
+    interrupted = None
+    for n in size_list:
+        results = []
+        values: list = []
+        for candidate in specs:
+            if progress is not None:
+                progress(candidate.label if n is None else f"{candidate.label}  (n={n})")
+            try:
+                res, value = _run_candidate(candidate, setup, n, namespace, min_time=min_time,
+                                            repeats=repeats, rotate=rotate,
+                                            cache_bytes=cache_bytes)
+            except KeyboardInterrupt:
+                interrupted = "interrupted (Ctrl-C)"
+                break
+            except MemoryError as exc:
+                interrupted = f"stopped: {_error(exc)}"
+                break
+            except Exception as exc:
+                res, value = CandidateResult(candidate.label, error=_error(exc)), None
+            results.append(res)
+            values.append(value)
+            sweep[candidate.label].append(res.median_s)
+        _compare(results, values, specs, reference, rtol, atol)
+        _place(results, roof)
+        if interrupted:
+            break
+    return RaceResult(
+        reference=specs[reference].label, candidates=results,
+        machine={**roof.machine, "read_bw": roof.read_bw, "flops": roof.flops,
+                 "roof": "read bandwidth"},
+        sizes=[s for s in size_list if s is not None] or None,
+        sweep=sweep if sizes else {},
+        setup=setup if isinstance(setup, str) else getattr(setup, "__qualname__", ""),
+        interrupted=interrupted,
+    )
+
+
+def _compare(results, values, specs, reference, rtol, atol) -> None:
+    if reference >= len(results):
+        return
+    ref = results[reference]
+    if ref.error is not None:
+        for res in results:
+            if res is not ref and res.error is None:
+                res.note = "; ".join(filter(None, [res.note, "reference failed: not compared"]))
+        return
+    for i, (res, value) in enumerate(zip(results, values, strict=True)):
+        if i == reference or res.error is not None:
+            continue
+        shared = res.inputs.keys() & ref.inputs.keys()
+        differing = sorted(k for k in shared if res.inputs[k] != ref.inputs[k])
+        if differing:
+            res.note = "; ".join(filter(None, [
+                res.note, f"not compared: setup gave it other inputs ({', '.join(differing)})"
+                " than the reference; make the setup deterministic (seed its generator)"]))
+            continue
+        if value is None and values[reference] is not None:
+            res.agrees = False
+            res.note = "; ".join(filter(None, [res.note, "returns no value"]))
+            continue
+        res.agrees, how = agreement(value, values[reference], rtol=rtol, atol=atol)
+        res.note = "; ".join(filter(None, [how, res.note]))
+
+
+def _place(results, roof: Roofline) -> None:
+    ran = [r for r in results if r.median_s is not None]
+    if not ran:
+        return
+    fastest = min(r.median_s for r in ran)
+    for r in ran:
+        r.relative = r.median_s / fastest
+        if r.bytes:
+            r.gbps = r.bytes / r.median_s / 1e9
+            r.roof_fraction = r.bytes / r.median_s / roof.bandwidth

@@ -1,0 +1,37 @@
+"""Shared fixtures."""
+
+import importlib
+
+import pytest
+
+from chokepoint.measure.roofline import Roofline, machine_info
+
+roofline_module = importlib.import_module("chokepoint.measure.roofline")
+
+
+def small_roof() -> Roofline:
+    """A fixed roofline, so that tests do not spend 10 s measuring the machine."""
+    return Roofline(read_bw=20e9, write_bw=10e9, copy_bw=15e9, triad_bw=15e9,
+                    read_bw_1t=10e9, write_bw_1t=5e9, copy_bw_1t=8e9, triad_bw_1t=8e9,
+                    flops=20e9, flops_1t=10e9, machine=machine_info(),
+                    measured_at="2026-12-02T00:00:00", seconds=0.0)
+
+
+@pytest.fixture
+def roof():
+    return small_roof()
+
+
+@pytest.fixture
+def cached_roof(monkeypatch, tmp_path):
+    """roofline() answers from a cache file in a temporary cache directory (also for
+    subprocesses, through XDG_CACHE_HOME)."""
+    import json
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(roofline_module, "_memo", None)
+    roof = small_roof()
+    path = roofline_module.cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(roof.to_dict()))
+    return roof

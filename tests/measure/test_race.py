@@ -1,0 +1,139 @@
+"""Races: agreement, failure isolation, mutation, cache notes, sweeps, the plot."""
+
+import json
+
+import numpy as np
+import pytest
+
+from chokepoint.measure.race import agreement, race
+
+FAST = {"min_time": 0.001, "repeats": 3}
+
+
+def test_agreement_after_promotion_notes_dtype():
+    ok, note = agreement(np.array([0, 1, 1], np.int8), np.array([0.0, 1.0, 1.0]))
+    assert ok and "int8" in note
+
+
+def test_agreement_catches_a_wrong_value_and_says_where():
+    ok, note = agreement(np.array([[0, 1], [1, 0]]), np.array([[0, 1], [1, 1]]))
+    assert not ok
+    assert "1 of 4" in note and "(1, 1)" in note
+
+
+def test_agreement_shape_nan_and_tolerance():
+    assert agreement(np.zeros(3), np.zeros((3, 1)))[0] is False
+    assert agreement(np.array([np.nan, 1.0]), np.array([np.nan, 1.0]))[0]
+    assert not agreement(np.array([1.0]), np.array([1.0 + 1e-9]))[0]
+    assert agreement(np.array([1.0]), np.array([1.0 + 1e-9]), rtol=1e-6)[0]
+
+
+def test_race_reports_fields_and_agreement(roof):
+    r = race(["np.ceil(np.clip(X, 0, 1))", "(X > 0).view('i1')", "X > 1"],
+             "X = np.random.randn(200, 100)", roof=roof, **FAST)
+    ref, fast, wrong = r.candidates
+    assert r.reference == "np.ceil(np.clip(X, 0, 1))"
+    assert ref.agrees is None and fast.agrees is True and wrong.agrees is False
+    assert "differs" in wrong.note
+    for c in r.candidates:
+        assert c.median_s > 0 and c.runs == 3 and c.loops >= 1
+        assert c.gbps > 0 and c.roof_fraction == pytest.approx(c.gbps * 1e9 / roof.bandwidth)
+        assert "cache-hot" in c.note
+    assert min(c.relative for c in r.candidates) == pytest.approx(1.0)
+
+
+def test_failed_candidate_does_not_stop_the_others(roof):
+    r = race(["X + 1", "1 / 0", "X * 3"], "X = np.ones(10)", roof=roof, **FAST)
+    assert r.candidates[1].error.startswith("ZeroDivisionError")
+    assert r.candidates[1].median_s is None and r.candidates[1].agrees is None
+    assert r.candidates[2].median_s > 0 and r.candidates[2].agrees is False
+
+
+def test_candidates_get_fresh_inputs_and_mutation_is_noted(roof):
+    r = race(["X.sort()", "X.copy()"], "X = np.arange(10.0)[::-1].copy()", reference=1,
+             roof=roof, **FAST)
+    assert "mutates its inputs (X)" in r.candidates[0].note
+    assert "mutates" not in r.candidates[1].note  # got its own X
+
+
+def test_out_buffer_is_output_not_mutation(roof):
+    r = race(["np.add(X, 1, out=Y)", "X + 1"], "X = np.ones(100); Y = np.empty(100)",
+             roof=roof, **FAST)
+    assert "writes its result into Y" in r.candidates[0].note
+    assert "mutates" not in r.candidates[0].note
+    assert r.candidates[1].agrees is True
+
+
+def test_user_namespace_is_never_mutated(roof):
+    user = {"A": np.arange(5.0)}
+    race(["A.fill(7)"], namespace=user, roof=roof, **FAST)
+    assert np.array_equal(user["A"], np.arange(5.0))
+
+
+def test_non_deterministic_setup_is_not_compared(roof):
+    r = race(["X + 0", "X * 1"], "X = np.random.default_rng().standard_normal(5)",
+             roof=roof, **FAST)
+    assert r.candidates[1].agrees is None
+    assert "deterministic" in r.candidates[1].note
+
+
+def test_callables_and_labels(roof):
+    def doubled(X):
+        return X * 2
+
+    r = race([("twice", "X + X"), doubled], "X = np.arange(4.0)", roof=roof, **FAST)
+    assert [c.statement for c in r.candidates] == ["twice", "test_callables_and_labels."
+                                                   "<locals>.doubled"]
+    assert r.candidates[1].agrees is True
+
+
+def test_rotation_among_copies(roof):
+    r = race(["X + 1"], "X = np.ones(400_000)", rotate=True, roof=roof, **FAST)
+    assert "rotated among" in r.candidates[0].note
+    assert "cache-hot" not in r.candidates[0].note
+    tiny = race(["X + 1"], "X = np.ones(10)", rotate=True, roof=roof, **FAST)
+    assert "cache-hot" in tiny.candidates[0].note  # 64 copies still fit: said, not hidden
+
+
+def test_size_sweep_and_plot(roof, tmp_path):
+    pytest.importorskip("matplotlib", reason="plots need matplotlib")
+    r = race(["X + 1", "np.sort(X)"], "X = np.random.randn(n)", sizes=[10, 1000, 10000],
+             roof=roof, **FAST)
+    assert r.sizes == [10, 1000, 10000]
+    assert all(len(v) == 3 and all(t > 0 for t in v) for v in r.sweep.values())
+    data = r.to_dict()
+    assert data["sizes"] == [10, 1000, 10000] and set(data["sweep"]) == {"X + 1", "np.sort(X)"}
+    for suffix in (".png", ".svg"):
+        path = r.plot(tmp_path / f"race{suffix}")
+        assert path.stat().st_size > 1000
+    assert (tmp_path / "race.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert b"<svg" in (tmp_path / "race.svg").read_bytes()[:500]
+    with pytest.raises(ValueError, match=r"png or \.svg"):
+        r.plot(tmp_path / "race.jpg")
+
+
+def test_keyboard_interrupt_returns_results_so_far(roof):
+    def interrupt():
+        raise KeyboardInterrupt
+
+    r = race(["X + 1", interrupt, "X + 2"], "X = np.ones(3)", roof=roof, **FAST)
+    assert r.interrupted and "Ctrl-C" in r.interrupted
+    assert len(r.candidates) == 1 and r.candidates[0].median_s > 0
+
+
+def test_json_schema_of_design(roof):
+    r = race(["X + 1", "X + 1.0"], "X = np.ones(3)", roof=roof, **FAST)
+    data = json.loads(json.dumps(r.to_dict()))
+    assert set(data) == {"reference", "candidates", "machine"}
+    assert set(data["candidates"][0]) == {
+        "statement", "median_s", "iqr_s", "min_s", "runs", "loops", "relative", "gbps",
+        "roof_fraction", "agrees", "error", "note"}
+
+
+def test_bad_arguments(roof):
+    with pytest.raises(ValueError, match="at least one"):
+        race([], roof=roof)
+    with pytest.raises(ValueError, match="reference"):
+        race(["1"], reference=3, roof=roof)
+    with pytest.raises(TypeError, match="candidate"):
+        race([42], roof=roof)

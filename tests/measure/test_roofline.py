@@ -1,0 +1,43 @@
+"""The roofline: measured ceilings are plausible, and cached per machine."""
+
+import importlib
+import json
+
+import pytest
+
+from chokepoint.measure.roofline import measure_roofline, roofline
+
+roofline_module = importlib.import_module("chokepoint.measure.roofline")
+
+
+def test_measure_small_roofline_is_plausible():
+    roof = measure_roofline(nbytes=8 * 2**20, min_time=0.005)
+    for name in ("read_bw", "write_bw", "copy_bw", "triad_bw", "read_bw_1t"):
+        assert 1e8 < getattr(roof, name) < 1e13, name
+    assert 1e8 < roof.flops < 1e14
+    assert roof.machine["cores"] >= 1
+    assert roof.floor_seconds(roof.read_bw) == pytest.approx(1.0)
+    assert roof.attainable(1e-6) == pytest.approx(1e-6 * roof.bandwidth)
+    assert roof.attainable(1e9) == roof.flops
+
+
+def test_cached_result_is_reused(cached_roof, monkeypatch):
+    def fail(**kwargs):
+        raise AssertionError("measured although a cache file exists")
+
+    monkeypatch.setattr(roofline_module, "measure_roofline", fail)
+    assert roofline() == cached_roof
+
+
+def test_refresh_measures_and_rewrites_the_cache(cached_roof, monkeypatch):
+    fresh = cached_roof.__class__(**{**cached_roof.to_dict(), "read_bw": 1.0})
+    monkeypatch.setattr(roofline_module, "measure_roofline", lambda **kw: fresh)
+    assert roofline(refresh=True).read_bw == 1.0
+    saved = json.loads(roofline_module.cache_path().read_text())
+    assert saved["read_bw"] == 1.0
+
+
+def test_unreadable_cache_is_measured_again(cached_roof, monkeypatch):
+    roofline_module.cache_path().write_text("{not json")
+    monkeypatch.setattr(roofline_module, "measure_roofline", lambda **kw: cached_roof)
+    assert roofline() == cached_roof

@@ -1,0 +1,74 @@
+"""The timer's statistics and autorange, on deterministic fake clocks."""
+
+import gc
+
+import pytest
+
+from chokepoint.measure import measure
+
+
+class FakeClock:
+    """Advances by ``cost(call_index)`` seconds for every call of the timed function."""
+
+    def __init__(self, costs):
+        self.now = 0.0
+        self.calls = 0
+        self.costs = costs
+
+    def clock(self):
+        return self.now
+
+    def fn(self):
+        self.now += self.costs(self.calls)
+        self.calls += 1
+
+
+def test_autorange_reaches_min_time_with_1_2_5_steps():
+    fake = FakeClock(lambda i: 0.001)
+    m = measure(fake.fn, min_time=0.2, repeats=3, clock=fake.clock)
+    assert m.loops == 200  # 1 ms per call: 200 loops last 0.2 s
+    assert m.runs == 3
+    assert m.median == pytest.approx(0.001)
+    assert m.iqr == pytest.approx(0.0, abs=1e-12)
+
+
+def test_statistics_of_known_repeats():
+    # warm-up call costs 1 s; then every call of repeat r costs (r + 1) ms
+    loops = 1
+    fake = FakeClock(lambda i: 1.0 if i == 0 else 0.001 * ((i - 1) // loops + 1))
+    m = measure(fake.fn, min_time=0.0, repeats=5, clock=fake.clock)
+    assert m.loops == 1
+    assert m.times == pytest.approx([0.001, 0.002, 0.003, 0.004, 0.005])
+    assert m.median == pytest.approx(0.003)
+    assert m.min == pytest.approx(0.001)
+    assert m.iqr == pytest.approx(0.004 - 0.002)
+
+
+def test_slow_function_runs_once_per_repeat_and_gc_restored():
+    fake = FakeClock(lambda i: 0.5)
+    assert gc.isenabled()
+    m = measure(fake.fn, min_time=0.2, repeats=2, clock=fake.clock)
+    assert (m.loops, m.runs) == (1, 2)
+    assert fake.calls == 1 + 2  # warm-up, then one call per repeat
+    assert gc.isenabled()
+
+
+def test_gc_disabled_while_timing():
+    states = []
+    measure(lambda: states.append(gc.isenabled()), min_time=0.0, repeats=2)
+    assert states and not any(states)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="repeats"):
+        measure(lambda: None, repeats=0)
+    with pytest.raises(ValueError, match="min_time"):
+        measure(lambda: None, min_time=float("nan"))
+
+
+def test_to_dict_and_repr():
+    fake = FakeClock(lambda i: 0.002)
+    m = measure(fake.fn, min_time=0.0, repeats=3, clock=fake.clock)
+    d = m.to_dict()
+    assert d["runs"] == 3 and d["median"] == pytest.approx(0.002)
+    assert "2 ms" in repr(m)

@@ -1,0 +1,38 @@
+"""The %race magic in a real IPython shell (IPython's test utilities)."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("IPython", reason="the magics need IPython")
+
+from IPython.core.error import UsageError
+from IPython.testing.globalipapp import start_ipython
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = start_ipython()
+    shell.run_line_magic("load_ext", "chokepoint")
+    return shell
+
+
+def test_line_magic_uses_user_namespace(ip, cached_roof):
+    ip.user_ns["A"] = np.arange(-5.0, 5.0)
+    result = ip.run_line_magic("race", '-s "X = A * 2" "np.maximum(X, 0)" "X * (X > 0)" '
+                               "--min-time 0.001 --repeats 3")
+    assert [c.agrees for c in result.candidates] == [None, True]
+    assert np.array_equal(ip.user_ns["A"], np.arange(-5.0, 5.0))
+    assert "np.maximum(X, 0)" in result.table()
+
+
+def test_cell_magic_each_line_a_candidate(ip, cached_roof):
+    ip.user_ns["A"] = np.ones(100)
+    result = ip.run_cell_magic("race", "--min-time 0.001 --repeats 3",
+                               "A + 1\n# a comment\n\nA * 2\n")
+    assert [c.statement for c in result.candidates] == ["A + 1", "A * 2"]
+    assert result.candidates[1].agrees is True
+
+
+def test_magic_usage_error(ip):
+    with pytest.raises(UsageError):
+        ip.run_line_magic("race", "--no-such-option")
