@@ -55,3 +55,15 @@ def test_bad_arguments_exit_with_usage():
 
 def test_parse_sizes():
     assert parse_sizes("1e3, 20,300") == [1000, 20, 300]
+
+
+def test_explain_json_and_text(cached_roof, capsys):
+    assert main(["explain", "-s", "X = np.random.randn(10000)", "np.ceil(np.clip(X, 0, 1))",
+                 "--json", "--min-time", "0.01"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["statement"] == "np.ceil(np.clip(X, 0, 1))"
+    assert data["bytes_moved"] == 4 * 8 * 10000
+    assert main(["explain", "-s", "X = np.ones(10)", "X + 1", "--min-time", "0.01"]) == 0
+    assert "operations" in capsys.readouterr().out
+    assert main(["explain", "1 / 0"]) == 1
+    assert "ZeroDivisionError" in capsys.readouterr().err

@@ -36,3 +36,14 @@ def test_cell_magic_each_line_a_candidate(ip, cached_roof):
 def test_magic_usage_error(ip):
     with pytest.raises(UsageError):
         ip.run_line_magic("race", "--no-such-option")
+
+
+def test_explain_line_and_cell_magic(ip, cached_roof):
+    ip.user_ns["A"] = np.linspace(-1, 1, 10_000)
+    e = ip.run_line_magic("explain", "--min-time 0.01 np.ceil(np.clip(A, 0, 1))")
+    assert e.statement == "np.ceil(np.clip(A, 0, 1))"
+    assert e.rewrite["statement"] == "chokepoint.relu_grad(A, dtype=np.float64)"
+    cell = ip.run_cell_magic("explain", "--min-time 0.01", "A * 2\n")
+    assert cell.statement == "A * 2"
+    with pytest.raises(UsageError, match="raised"):
+        ip.run_line_magic("explain", "undefined_name + 1")

@@ -29,6 +29,8 @@ _LAZY = {
     "measure": ("chokepoint.measure.timer", "measure"),
     "Measurement": ("chokepoint.measure.timer", "Measurement"),
     "roofline": ("chokepoint.measure.roofline", "roofline"),
+    "explain": ("chokepoint.explain", "explain"),
+    "Explanation": ("chokepoint.explain", "Explanation"),
     "Roofline": ("chokepoint.measure.roofline", "Roofline"),
 }
 
@@ -53,11 +55,13 @@ def load_ipython_extension(ipython) -> None:
 __all__ = [
     "BACKENDS",
     "GRAD_DTYPES",
+    "Explanation",
     "Measurement",
     "PackedMask",
     "RaceResult",
     "Roofline",
     "__version__",
+    "explain",
     "get_backend",
     "hardtanh",
     "hardtanh_backward",

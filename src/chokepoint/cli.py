@@ -9,8 +9,8 @@ import argparse
 import json
 import sys
 
-__all__ = ["add_race_arguments", "demo_candidates", "emit_race", "main", "parse_sizes",
-           "run_race"]
+__all__ = ["add_explain_arguments", "add_race_arguments", "demo_candidates", "emit_explain",
+           "emit_race", "main", "parse_sizes", "run_explain", "run_race"]
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -102,6 +102,50 @@ def _race(args: argparse.Namespace) -> int:
     return 130 if result.interrupted and "Ctrl-C" in result.interrupted else 0
 
 
+def add_explain_arguments(parser: argparse.ArgumentParser, *, statement: bool = True) -> None:
+    """The explain options, shared by ``chokepoint explain`` and the ``%explain`` magic."""
+    parser.add_argument("-s", "--setup", default="", help="setup code that makes the inputs")
+    if statement:
+        parser.add_argument("statement", metavar="STMT", help="the expression to explain")
+    parser.add_argument("--min-time", type=float, default=0.1,
+                        help="seconds per timing repeat of the statement (default 0.1)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON only")
+
+
+def run_explain(args: argparse.Namespace, statement: str, namespace: dict | None = None):
+    """Explain from parsed options, with a status line on stderr; returns the Explanation."""
+    from rich.console import Console
+
+    from .explain import explain
+
+    with Console(stderr=True).status(f"explaining {statement[:50]} (runs it several times)"):
+        return explain(statement, args.setup, namespace=namespace, min_time=args.min_time)
+
+
+def emit_explain(explanation, args: argparse.Namespace) -> None:
+    """Print an explanation as text or JSON."""
+    if args.json:
+        print(json.dumps(explanation.to_dict(), indent=2))
+    else:
+        print(explanation.text(), end="")
+
+
+def _explain(args: argparse.Namespace) -> int:
+    import warnings
+
+    from .explain import ExplainError
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # they are in the report
+            explanation = run_explain(args, args.statement)
+    except ExplainError as exc:
+        print(f"chokepoint explain: {exc}", file=sys.stderr)
+        return 1
+    emit_explain(explanation, args)
+    return 0
+
+
 DEMO_SETUP = """\
 import chokepoint
 X = np.random.randn(3072, {cols})        # CIFAR-10 sized: 3072 features x {cols} samples
@@ -137,6 +181,18 @@ def _demo(args: argparse.Namespace) -> int:
                                    json=False, plot=args.plot)
     result = run_race(race_args, statements)
     emit_race(result, race_args)
+    origin = result.candidates[0] if result.candidates else None
+    if origin is None or origin.median_s is None:
+        return 1
+    fastest = result.fastest()
+    print(f"\nWhy is {origin.statement} {origin.median_s / fastest.median_s:.0f}x slower than "
+          f"{fastest.statement}? Measured here, not recited:\n", flush=True)
+    explain_args = argparse.Namespace(setup=setup, min_time=0.1, json=False)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        emit_explain(run_explain(explain_args, origin.statement), explain_args)
     return 0
 
 
@@ -202,6 +258,9 @@ def _parser() -> argparse.ArgumentParser:
     race_cmd = commands.add_parser("race", help="time candidate statements side by side")
     add_race_arguments(race_cmd)
     race_cmd.set_defaults(run=_race)
+    explain_cmd = commands.add_parser("explain", help="where an expression's time goes")
+    add_explain_arguments(explain_cmd)
+    explain_cmd.set_defaults(run=_explain)
     bench_cmd = commands.add_parser("bench", help="the kernels against NumPy, numexpr, torch "
                                     "and the bandwidth floor")
     bench.add_arguments(bench_cmd)

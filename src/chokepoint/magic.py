@@ -1,4 +1,4 @@
-"""IPython magics: ``%load_ext chokepoint``, then ``%race`` (line and cell).
+"""IPython magics: ``%load_ext chokepoint``, then ``%race`` and ``%explain`` (line and cell).
 
 ``%race -s SETUP STMT [STMT ...]`` takes the options of ``chokepoint race``; as a cell magic,
 each non-empty line of the cell is a candidate. Statements and setup see the user's namespace
@@ -13,7 +13,14 @@ import shlex
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from .cli import add_race_arguments, emit_race, run_race
+from .cli import (
+    add_explain_arguments,
+    add_race_arguments,
+    emit_explain,
+    emit_race,
+    run_explain,
+    run_race,
+)
 
 __all__ = ["ChokepointMagics", "load_ipython_extension"]
 
@@ -51,6 +58,28 @@ class ChokepointMagics(Magics):
             emit_race(result, args)
             return None
         return result
+
+    @line_cell_magic
+    def explain(self, line: str, cell: str | None = None):
+        """Explain where an expression's time goes: ``%explain -s SETUP EXPR``; as a cell
+        magic the cell is the expression (see ``--help``)."""
+        from .explain import ExplainError
+
+        parser = _Parser(prog="%explain" if cell is None else "%%explain",
+                         description="Where an expression's time goes (chokepoint explain).")
+        add_explain_arguments(parser, statement=False)
+        args, rest = parser.parse_known_args(shlex.split(line))
+        statement = cell.strip() if cell is not None else " ".join(rest).strip()
+        if not statement:
+            raise UsageError("%explain: give an expression to explain")
+        try:
+            explanation = run_explain(args, statement, namespace=self.shell.user_ns)
+        except ExplainError as exc:
+            raise UsageError(str(exc)) from exc
+        if args.json:
+            emit_explain(explanation, args)
+            return None
+        return explanation
 
 
 def load_ipython_extension(ipython) -> None:

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-__all__ = ["Measurement", "measure"]
+__all__ = ["Measurement", "format_seconds", "measure"]
 
 
 @dataclass(frozen=True)
@@ -66,15 +66,19 @@ class Measurement:
                 "min": self.min}
 
     def __repr__(self) -> str:
-        return (f"Measurement(median={_fmt(self.median)}, iqr={_fmt(self.iqr)}, "
-                f"min={_fmt(self.min)}, runs={self.runs}, loops={self.loops})")
+        return (f"Measurement(median={format_seconds(self.median)}, "
+                f"iqr={format_seconds(self.iqr)}, min={format_seconds(self.min)}, "
+                f"runs={self.runs}, loops={self.loops})")
 
 
-def _fmt(seconds: float) -> str:
+def format_seconds(seconds: float | None) -> str:
+    """``0.0123`` -> ``"12.3 ms"``; ``None`` -> ``"-"``."""
+    if seconds is None:
+        return "-"
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-        if seconds >= scale or unit == "ns":
+        if abs(seconds) >= scale or unit == "ns":
             return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds} s"
+    return f"{seconds:.3g} s"
 
 
 def _time_loops(fn: Callable[[], object], loops: int, clock: Callable[[], float]) -> float:

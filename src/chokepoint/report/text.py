@@ -7,17 +7,9 @@ import io
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["format_seconds", "race_table", "race_text"]
+from ..measure.timer import format_seconds
 
-
-def format_seconds(seconds: float | None) -> str:
-    """``0.0123`` -> ``"12.3 ms"``; ``None`` -> ``"-"``."""
-    if seconds is None:
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-        if abs(seconds) >= scale or unit == "ns":
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds:.3g} s"
+__all__ = ["explanation_text", "format_seconds", "race_table", "race_text"]
 
 
 def race_table(result) -> Table:
@@ -54,4 +46,56 @@ def race_text(result, width: int = 140) -> str:
         console.print(f"sizes swept: {result.sizes}; the table shows n={result.sizes[-1]}")
     if result.interrupted:
         console.print(f"[{result.interrupted}: results so far]")
+    return buffer.getvalue()
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def explanation_text(e, width: int = 120) -> str:
+    """The human report of an :class:`~chokepoint.explain.api.Explanation`."""
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, color_system=None, highlight=False)
+    m = e.machine
+    console.print(f"{e.statement}")
+    console.print(f"  {format_seconds(e.median_s)} (± {format_seconds(e.iqr_s)} IQR) on "
+                  f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores; "
+                  f"roof {m.get('read_bw', 0) / 1e9:.1f} GB/s read")
+    console.print(f"  moves {_mb(e.bytes_moved)}; needs {_mb(e.bytes_min)} (inputs once, result "
+                  f"once at its narrowest dtype): floor {format_seconds(e.floor_s)}, "
+                  f"{e.median_s / e.floor_s:.1f}x above it" if e.floor_s else "")
+    table = Table(title="operations", title_justify="left")
+    for name, justify in [("operation", "left"), ("read", "right"), ("written", "right"),
+                          ("new memory", "center"), ("time", "right"), ("GB/s", "right"),
+                          ("% roof", "right")]:
+        table.add_column(name, justify=justify, overflow="fold")
+    for op in e.ops:
+        table.add_row(op["name"], _mb(op["in_bytes"]), _mb(op["out_bytes"]),
+                      "yes" if op["allocates"] else "",
+                      format_seconds(op["time_s"]) if op["time_s"] else "free",
+                      f"{op['gbps']:.1f}", f"{100 * op['roof_fraction']:.0f}%")
+    console.print(table)
+    console.print("findings (measured here, by share of the time):")
+    if not e.findings:
+        console.print("  none: no probe measured an effect")
+    for i, f in enumerate(e.findings, 1):
+        console.print(f"  {i}. {f.kind} ({100 * f.share:.0f}%): {f.evidence}")
+        console.print(f"     -> {f.suggestion}")
+    if e.ruled_out:
+        console.print("ruled out (suspected, not confirmed by the measurement):")
+        for r in e.ruled_out:
+            console.print(f"  - {r.kind}: {r.evidence}")
+    if e.rewrite:
+        r = e.rewrite
+        console.print(f"rewrite: {r['statement']} — predicted {format_seconds(r['predicted_s'])}"
+                      f", measured {format_seconds(r['measured_s'])}: {r['speedup']:.1f}x "
+                      "faster, same values" + (f" ({r['note']})" if r.get("note") else ""))
+        if r.get("narrow"):
+            n = r["narrow"]
+            console.print(f"         {n['statement']} (uint8, same values) — predicted "
+                          f"{format_seconds(n['predicted_s'])}, measured "
+                          f"{format_seconds(n['measured_s'])}: {n['speedup']:.1f}x faster")
+    for w in e.warnings:
+        console.print(f"note: {w}")
     return buffer.getvalue()
