@@ -43,6 +43,14 @@ def add_race_arguments(parser: argparse.ArgumentParser, *, statements: bool = Tr
                         help="cycle through copies of the inputs when they fit in the cache")
     parser.add_argument("--json", action="store_true", help="print the result as JSON only")
     parser.add_argument("--plot", metavar="FILE", help="write the main plot (.png or .svg)")
+    parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
+
+
+def _write_html(obj, path: str | None) -> None:
+    if path:
+        from pathlib import Path
+
+        Path(path).write_text(obj.to_html(), encoding="utf-8")
 
 
 class _Progress:
@@ -88,12 +96,14 @@ def emit_race(result, args: argparse.Namespace) -> None:
     """Print (table or JSON) and write the files a race's options ask for."""
     if args.plot:
         result.plot(args.plot)
+    _write_html(result, getattr(args, "html", None))
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
         print(result.table(), end="")
-        if args.plot:
-            print(f"plot written to {args.plot}")
+        for what in ("plot", "html"):
+            if getattr(args, what, None):
+                print(f"{what} written to {getattr(args, what)}")
 
 
 def _race(args: argparse.Namespace) -> int:
@@ -110,6 +120,9 @@ def add_explain_arguments(parser: argparse.ArgumentParser, *, statement: bool = 
     parser.add_argument("--min-time", type=float, default=0.1,
                         help="seconds per timing repeat of the statement (default 0.1)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON only")
+    parser.add_argument("--plot", metavar="FILE",
+                        help="write the operations' roofline chart (.png or .svg)")
+    parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
 
 
 def run_explain(args: argparse.Namespace, statement: str, namespace: dict | None = None):
@@ -123,11 +136,17 @@ def run_explain(args: argparse.Namespace, statement: str, namespace: dict | None
 
 
 def emit_explain(explanation, args: argparse.Namespace) -> None:
-    """Print an explanation as text or JSON."""
+    """Print an explanation as text or JSON, and write the files the options ask for."""
+    if getattr(args, "plot", None):
+        explanation.plot(args.plot)
+    _write_html(explanation, getattr(args, "html", None))
     if args.json:
         print(json.dumps(explanation.to_dict(), indent=2))
     else:
         print(explanation.text(), end="")
+        for what in ("plot", "html"):
+            if getattr(args, what, None):
+                print(f"{what} written to {getattr(args, what)}")
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -178,7 +197,7 @@ def _demo(args: argparse.Namespace) -> int:
           f"{cols}), four ways and chokepoint's. Where is the bottleneck?\n", flush=True)
     race_args = argparse.Namespace(setup=setup, reference=0, sizes=None, rtol=None, atol=None,
                                    min_time=args.min_time, repeats=5, rotate=False,
-                                   json=False, plot=args.plot)
+                                   json=False, plot=args.plot, html=args.html)
     result = run_race(race_args, statements)
     emit_race(result, race_args)
     origin = result.candidates[0] if result.candidates else None
@@ -187,7 +206,8 @@ def _demo(args: argparse.Namespace) -> int:
     fastest = result.fastest()
     print(f"\nWhy is {origin.statement} {origin.median_s / fastest.median_s:.0f}x slower than "
           f"{fastest.statement}? Measured here, not recited:\n", flush=True)
-    explain_args = argparse.Namespace(setup=setup, min_time=0.1, json=False)
+    explain_args = argparse.Namespace(setup=setup, min_time=0.1, json=False,
+                                      html=args.explain_html, plot=None)
     import warnings
 
     with warnings.catch_warnings():
@@ -254,6 +274,9 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--min-time", type=float, default=0.2,
                       help="seconds per timing repeat (default 0.2)")
     demo.add_argument("--plot", metavar="FILE", help="write the race plot (.png or .svg)")
+    demo.add_argument("--html", metavar="FILE", help="write the race's HTML report")
+    demo.add_argument("--explain-html", metavar="FILE",
+                      help="write the explanation's HTML report")
     demo.set_defaults(run=_demo)
     race_cmd = commands.add_parser("race", help="time candidate statements side by side")
     add_race_arguments(race_cmd)

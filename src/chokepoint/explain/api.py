@@ -46,6 +46,7 @@ class Explanation:
     rewrite: dict | None = None
     warnings: list[str] = field(default_factory=list)
     runs: int = 0
+    op_elements: list[int] = field(default_factory=list, repr=False)
 
     @property
     def bytes_moved(self) -> int:
@@ -70,6 +71,27 @@ class Explanation:
             "rewrite": self.rewrite,
             "warnings": self.warnings,
         }
+
+    def to_html(self) -> str:
+        """A self-contained HTML report (see :mod:`chokepoint.report.html`)."""
+        from ..report.html import explanation_html
+
+        return explanation_html(self)
+
+    def _repr_html_(self) -> str:  # Jupyter
+        from ..report.html import explanation_html
+
+        return explanation_html(self, full=False)
+
+    def plot(self, path):
+        """Write the roofline chart of the operations (.png or .svg)."""
+        from ..report.plots import roofline_figure, save_figure
+
+        points = [(op["name"], n / (op["in_bytes"] + op["out_bytes"]), n / op["time_s"])
+                  for op, n in zip(self.ops, self.op_elements, strict=True)
+                  if op["time_s"] and n and op["in_bytes"] + op["out_bytes"]]
+        return save_figure(roofline_figure(points, self.machine["read_bw"],
+                                           self.machine["flops"]), path)
 
     def text(self) -> str:
         """The human report."""
@@ -181,6 +203,7 @@ def explain(statement: str, setup: str = "", *, namespace: dict | None = None,
     # 4. probe each operation
     evidence: list[OpEvidence] = []
     rows: list[dict] = []
+    elements: list[int] = []
     result = tr.result if isinstance(tr.result, np.ndarray) else None
     timed_ops = [op for op in tr.ops if op.func is not None and not op.is_view]
     op_seconds: dict[int, float] = {}
@@ -202,6 +225,8 @@ def explain(statement: str, setup: str = "", *, namespace: dict | None = None,
         rows.append({"name": op.text, "in_bytes": op.in_bytes, "out_bytes": op.out_bytes,
                      "allocates": op.allocates, "time_s": seconds, "gbps": gbps,
                      "roof_fraction": gbps * 1e9 / roof.bandwidth})
+        r = op.result_array
+        elements.append(0 if r is None else r.size)
         if op.is_view or seconds == 0.0:
             continue
         r = op.result_array
@@ -233,8 +258,7 @@ def explain(statement: str, setup: str = "", *, namespace: dict | None = None,
 
     findings, ruled = derive_findings(evidence, model, timing.median, roof,
                                       rewrite=suggestion, peak_extra=peak_extra)
-    machine = {**roof.machine, "read_bw": roof.read_bw, "read_bw_1t": roof.read_bw_1t,
-               "flops": roof.flops}
+    machine = roof.summary()
     runs = 2 + timing.runs * timing.loops + 1
     warned.append(f"explain ran the statement {runs} times, and each operation again under "
                   "each probe (on copies of the inputs)")
@@ -243,4 +267,5 @@ def explain(statement: str, setup: str = "", *, namespace: dict | None = None,
     return Explanation(statement=statement, setup=setup, median_s=timing.median,
                        iqr_s=timing.iqr, floor_s=roof.floor_seconds(model.bytes_min),
                        model=model, ops=rows, findings=findings, ruled_out=ruled,
-                       machine=machine, rewrite=rewrite, warnings=warned, runs=runs)
+                       machine=machine, rewrite=rewrite, warnings=warned, runs=runs,
+                       op_elements=elements)

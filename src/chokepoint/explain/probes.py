@@ -50,6 +50,7 @@ class Probe:
     base: Measurement
     changed: Measurement
     detail: str
+    buffer: np.ndarray | None = None
 
     @property
     def saved(self) -> float:
@@ -106,7 +107,12 @@ def _call(op: Op, args, kwargs):
 
 
 def probe_op(op: Op, settings: ProbeSettings) -> tuple[Measurement, list[Probe]]:
-    """Time ``op`` as traced and under every change that applies to it."""
+    """Time ``op`` as traced and under every change that applies to it.
+
+    When the operation takes ``out=``, the value and layout probes write into one preallocated
+    buffer on both sides of the comparison, so that the allocator's state (fresh pages or
+    recycled ones) cannot pass for an effect of the data.
+    """
     base = _time(_call(op, op.args, op.kwargs), settings)
     if base.median > settings.slow:  # slow operations: fewer repeats of each change
         settings = replace(settings, repeats=max(3, settings.repeats - 2))
@@ -114,15 +120,33 @@ def probe_op(op: Op, settings: ProbeSettings) -> tuple[Measurement, list[Probe]]
     result = op.result_array
     if result is None or result.size == 0:
         return base, probes
-    for make in (_out_probe, _cache_probe, _constant_probe, _sorted_probe, _subnormal_probe,
-                 _contiguous_probe, _cast_probe, _tiny_probe):
-        try:
-            probe = make(op, base, settings)
-        except (TypeError, ValueError):  # the operation does not take this change
-            probe = None
+    out = _try(_out_probe, op, base, settings)
+    if out is not None:
+        probes.append(out)
+        reference, buffer = out.changed, out.buffer
+    else:
+        reference, buffer = base, None
+    for make in (_cache_probe, _tiny_probe):
+        probe = _try(make, op, base, settings)
+        if probe is not None:
+            probes.append(probe)
+    for make in (_constant_probe, _sorted_probe, _subnormal_probe, _contiguous_probe,
+                 _cast_probe):
+        probe = _try(make, op, reference, settings, buffer)
         if probe is not None:
             probes.append(probe)
     return base, probes
+
+
+def _try(make, *args):
+    try:
+        return make(*args)
+    except (TypeError, ValueError):  # the operation does not take this change
+        return None
+
+
+def _with_out(kwargs: dict, buffer) -> dict:
+    return kwargs if buffer is None else {**kwargs, "out": buffer}
 
 
 def _out_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe | None:
@@ -133,7 +157,8 @@ def _out_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe | No
     kwargs = {**op.kwargs, "out": buffer}
     op.func(*op.args, **kwargs)  # raises TypeError where there is no out=; also faults pages in
     changed = _time(_call(op, op.args, kwargs), settings)
-    return Probe("out", base, changed, f"into a preallocated out= ({result.nbytes / 1e6:.1f} MB)")
+    return Probe("out", base, changed, f"into a preallocated out= ({result.nbytes / 1e6:.1f} MB)",
+                 buffer=buffer)
 
 
 def _cache_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe | None:
@@ -159,7 +184,8 @@ def _float_inputs(op: Op) -> bool:
     return any(a.dtype.kind == "f" and a.size > 1 for a in op.inputs)
 
 
-def _constant_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe | None:
+def _constant_probe(op: Op, base: Measurement, settings: ProbeSettings,
+                    buffer: np.ndarray | None = None) -> Probe | None:
     if not (_elementwise(op) and _float_inputs(op)):
         return None
 
@@ -172,11 +198,13 @@ def _constant_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe
     swapped = _replace_arrays(op, constant)
     if swapped is None:
         return None
-    return Probe("constant", base, _time(_call(op, *swapped), settings),
+    args, kwargs = swapped
+    return Probe("constant", base, _time(_call(op, args, _with_out(kwargs, buffer)), settings),
                  "every float input replaced by a constant (its median)")
 
 
-def _sorted_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe | None:
+def _sorted_probe(op: Op, base: Measurement, settings: ProbeSettings,
+                  buffer: np.ndarray | None = None) -> Probe | None:
     result = op.result_array
     if not (_elementwise(op) and _float_inputs(op)) or result.size > settings.sorted_max:
         return None
@@ -184,11 +212,13 @@ def _sorted_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe |
         op, lambda a: np.sort(a, axis=None).reshape(a.shape) if a.dtype.kind == "f" else a)
     if swapped is None:
         return None
-    return Probe("sorted", base, _time(_call(op, *swapped), settings),
+    args, kwargs = swapped
+    return Probe("sorted", base, _time(_call(op, args, _with_out(kwargs, buffer)), settings),
                  "float inputs sorted (same values, predictable order)")
 
 
-def _subnormal_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe | None:
+def _subnormal_probe(op: Op, base: Measurement, settings: ProbeSettings,
+                     buffer: np.ndarray | None = None) -> Probe | None:
     def count(a):
         if a.dtype.kind != "f":
             return 0
@@ -209,11 +239,13 @@ def _subnormal_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Prob
     swapped = _replace_arrays(op, flush)
     if swapped is None:
         return None
-    return Probe("subnormal", base, _time(_call(op, *swapped), settings),
+    args, kwargs = swapped
+    return Probe("subnormal", base, _time(_call(op, args, _with_out(kwargs, buffer)), settings),
                  f"{found} subnormal inputs flushed to zero")
 
 
-def _contiguous_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe | None:
+def _contiguous_probe(op: Op, base: Measurement, settings: ProbeSettings,
+                      buffer: np.ndarray | None = None) -> Probe | None:
     strided = [a for a in op.inputs if a.ndim and not (a.flags.c_contiguous
                                                         or a.flags.f_contiguous)]
     if not strided or op.kind not in ("ufunc", "function", "method"):
@@ -224,12 +256,13 @@ def _contiguous_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Pro
         return copies.get(id(v), v) if isinstance(v, np.ndarray) else v
 
     args = tuple(swap(a) for a in op.args)
-    kwargs = {k: swap(v) for k, v in op.kwargs.items()}
+    kwargs = _with_out({k: swap(v) for k, v in op.kwargs.items()}, buffer)
     return Probe("contiguous", base, _time(_call(op, args, kwargs), settings),
                  f"{len(strided)} strided input(s) copied to contiguous memory first")
 
 
-def _cast_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe | None:
+def _cast_probe(op: Op, base: Measurement, settings: ProbeSettings,
+                buffer: np.ndarray | None = None) -> Probe | None:
     result = op.result_array
     if op.kind != "ufunc" or result.dtype.kind not in "fc":
         return None
@@ -243,7 +276,7 @@ def _cast_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe | N
 
     args = tuple(swap(a) for a in op.args)
     kinds = ", ".join(sorted({str(a.dtype) for a in mixed}))
-    return Probe("cast", base, _time(_call(op, args, op.kwargs), settings),
+    return Probe("cast", base, _time(_call(op, args, _with_out(op.kwargs, buffer)), settings),
                  f"inputs of {kinds} cast to {result.dtype} beforehand")
 
 

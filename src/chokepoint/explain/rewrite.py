@@ -130,8 +130,9 @@ def find_rewrite(statement: str, namespace: dict, inputs: dict[str, np.ndarray],
         note = ""
         if not equal[nan_at].all():
             first = np.flatnonzero(nan_at & ~equal)[0]
-            note = (f"at NaN inputs the statement gives {theirs.reshape(-1)[first]!r} and "
-                    f"{text} gives {ours.reshape(-1)[first]!r}; equal everywhere else")
+            note = (f"at NaN inputs the statement gives {theirs.reshape(-1)[first].item()!r} "
+                    f"where the kernel gives {ours.reshape(-1)[first].item()!r}; equal "
+                    "everywhere else")
         out_bytes = result.size * np.dtype(result.dtype).itemsize
         found = Rewrite(statement=text, call=lambda f=func, a=args: f(*a), note=note,
                         bytes=sum(a.nbytes for a in args) + out_bytes)

@@ -18,6 +18,7 @@ import inspect
 import math
 import random
 import re
+import sys
 import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -101,11 +102,12 @@ class CandidateResult:
     bytes: int | None = field(default=None, repr=False)
     cache_hot: bool = field(default=False, repr=False)
     inputs: dict[str, str] = field(default_factory=dict, repr=False)
+    elements: int = field(default=0, repr=False)
 
     def to_dict(self) -> dict:
         """The DESIGN.md fields only."""
         data = asdict(self)
-        for private in ("bytes", "cache_hot", "inputs"):
+        for private in ("bytes", "cache_hot", "inputs", "elements"):
             data.pop(private)
         return data
 
@@ -167,6 +169,17 @@ class RaceResult:
         from ..report.plots import race_plot
 
         return race_plot(self, path)
+
+    def to_html(self) -> str:
+        """A self-contained HTML report (see :mod:`chokepoint.report.html`)."""
+        from ..report.html import race_html
+
+        return race_html(self)
+
+    def _repr_html_(self) -> str:  # Jupyter
+        from ..report.html import race_html
+
+        return race_html(self, full=False)
 
     def table(self) -> str:
         """The results as a text table."""
@@ -298,6 +311,7 @@ def _run_setup(setup, n: int | None, base: dict | None) -> dict:
     namespace = {k: v.copy() if isinstance(v, np.ndarray) else v
                  for k, v in (base or {}).items()}
     namespace.setdefault("np", np)
+    namespace.setdefault("chokepoint", sys.modules["chokepoint"])
     if n is not None:
         namespace["n"] = n
     if setup is None or setup == "":
@@ -348,6 +362,7 @@ def _run_candidate(candidate: Candidate, setup, n, base, *, min_time, repeats, r
     if changed:
         notes.append(f"mutates its inputs ({', '.join(changed)}); later calls see changed data")
     out_bytes = int(np.asarray(value).nbytes) if value is not None else 0
+    result.elements = int(np.asarray(value).size) if value is not None else 0
     result.bytes = sum(a.nbytes for k, a in inputs.items() if k not in written) + out_bytes
     working_set = result.bytes
     timed = fn
@@ -462,8 +477,7 @@ def race(
             break
     return RaceResult(
         reference=specs[reference].label, candidates=results,
-        machine={**roof.machine, "read_bw": roof.read_bw, "flops": roof.flops,
-                 "roof": "read bandwidth"},
+        machine=roof.summary(),
         sizes=[s for s in size_list if s is not None] or None,
         sweep=sweep if sizes else {},
         setup=setup if isinstance(setup, str) else getattr(setup, "__qualname__", ""),

@@ -121,6 +121,14 @@ class Roofline:
         """Plain-data form (JSON-ready)."""
         return asdict(self)
 
+    def summary(self) -> dict:
+        """The machine and every ceiling in one flat dict (the ``machine`` of race and explain
+        JSON)."""
+        ceilings = {k: v for k, v in self.to_dict().items()
+                    if k not in ("machine", "measured_at", "seconds")}
+        return {**self.machine, **ceilings, "roof": "read_bw",
+                "roofline_measured_at": self.measured_at}
+
 
 def _cpu_model() -> str:
     try:
