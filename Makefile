@@ -12,7 +12,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# torch 2.13.0 is the CPU build that this workplace serves; a bare "torch" would be a
 	# multi-GB CUDA build. It satisfies the [bench] extra's torch>=2.0, so pip keeps it.
 	$(PY) -m pip install --quiet "torch==2.13.0"
-	$(PY) -m pip install --quiet -e ".[bench,report,test]"
+	$(PY) -m pip install --quiet -e ".[bench,report,dask,test]"
 	touch $@
 
 demo: $(VENV)/.installed

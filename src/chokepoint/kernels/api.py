@@ -20,6 +20,9 @@ Semantics are PyTorch CPU's:
   signed and unsigned integers and keep their dtype; the others raise TypeError for integers, as
   torch does for ``leaky_relu``. bool, complex, object, string and datetime dtypes raise
   TypeError everywhere.
+* NumPy arrays (and array-likes) run here; dask arrays, torch tensors and CuPy arrays are
+  handed to :mod:`.on_dask`, :mod:`.on_torch`, :mod:`.on_cupy` by :mod:`.dispatch`, which
+  return the same kind of array.
 * Any shape (0-d and empty included) and any strides. Everything is validated before anything is
   written: when a call raises, ``out`` is untouched. ``out`` may be an input itself (in place);
   an ``out`` that partly overlaps an input is computed through a buffer, so it is still correct.
@@ -33,6 +36,7 @@ import numpy as np
 
 from . import engine_numpy
 from .backend import engine
+from .dispatch import dispatched
 from .layout import allocation_order, flat_operands
 from .mask import PackedMask
 from .ops import OPS
@@ -159,6 +163,7 @@ def _binary(op: str, func: str, grad, x, out, **constants) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------- the kernels
 
+@dispatched
 def relu(x, *, out=None) -> np.ndarray:
     """Rectified linear unit, ``max(x, 0)`` with torch's NaN and signed-zero behaviour.
 
@@ -183,6 +188,7 @@ def relu(x, *, out=None) -> np.ndarray:
     return _unary("relu", "relu", x, out)
 
 
+@dispatched
 def relu_grad(x, *, dtype=None, at_zero: int = 0, out=None) -> np.ndarray:
     """The derivative of ReLU as a 0/1 array.
 
@@ -225,6 +231,7 @@ def relu_grad(x, *, dtype=None, at_zero: int = 0, out=None) -> np.ndarray:
     return _unary(op, "relu_grad", x, out, out_dtype=dtype)
 
 
+@dispatched
 def relu_backward(grad, x_or_mask, *, at_zero: int | None = None, out=None) -> np.ndarray:
     """``grad * relu'(x)`` in one fused pass, with no temporaries.
 
@@ -271,6 +278,7 @@ def _relu_backward_from_mask(grad, mask: PackedMask, at_zero, out) -> np.ndarray
     return result
 
 
+@dispatched
 def relu_with_mask(x, *, at_zero: int = 0, out=None) -> tuple[np.ndarray, PackedMask]:
     """``relu(x)`` and a packed 1-bit mask of its derivative, in one pass.
 
@@ -304,6 +312,7 @@ def relu_with_mask(x, *, at_zero: int = 0, out=None) -> tuple[np.ndarray, Packed
     return result, PackedMask(bits, x.shape, at_zero)
 
 
+@dispatched
 def leaky_relu(x, negative_slope: float = 0.01, *, out=None) -> np.ndarray:
     """Leaky ReLU: ``x`` where ``x > 0``, else ``negative_slope * x``.
 
@@ -324,6 +333,7 @@ def leaky_relu(x, negative_slope: float = 0.01, *, out=None) -> np.ndarray:
     return _unary("leaky_relu", "leaky_relu", x, out, slope=negative_slope)
 
 
+@dispatched
 def leaky_relu_backward(grad, x, negative_slope: float = 0.01, *, out=None) -> np.ndarray:
     """``grad`` where ``x > 0``, else ``grad * negative_slope``, in one pass.
 
@@ -353,6 +363,7 @@ def _check_bounds(func: str, min_val: float, max_val: float) -> None:
         raise ValueError(f"{func}: min_val ({min_val}) must not exceed max_val ({max_val})")
 
 
+@dispatched
 def hardtanh(x, min_val: float = -1.0, max_val: float = 1.0, *, out=None) -> np.ndarray:
     """Clamp ``x`` to ``[min_val, max_val]``; NaN and the sign of zero pass through.
 
@@ -373,6 +384,7 @@ def hardtanh(x, min_val: float = -1.0, max_val: float = 1.0, *, out=None) -> np.
     return _unary("hardtanh", "hardtanh", x, out, lo=min_val, hi=max_val)
 
 
+@dispatched
 def hardtanh_backward(grad, x, min_val: float = -1.0, max_val: float = 1.0, *,
                       out=None) -> np.ndarray:
     """``grad`` strictly inside ``(min_val, max_val)``, else 0 (boundaries and NaN included).
@@ -397,6 +409,7 @@ def hardtanh_backward(grad, x, min_val: float = -1.0, max_val: float = 1.0, *,
                    hi=max_val)
 
 
+@dispatched
 def relu6(x, *, out=None) -> np.ndarray:
     """``min(max(x, 0), 6)``: :func:`hardtanh` with bounds 0 and 6.
 
@@ -414,6 +427,7 @@ def relu6(x, *, out=None) -> np.ndarray:
     return _unary("hardtanh", "relu6", x, out, lo=0.0, hi=6.0)
 
 
+@dispatched
 def relu6_backward(grad, x, *, out=None) -> np.ndarray:
     """``grad`` where ``0 < x < 6``, else 0: :func:`hardtanh_backward` with bounds 0 and 6.
 

@@ -9,6 +9,15 @@ import numpy as np
 __all__ = ["PackedMask"]
 
 
+def _module(bits):
+    """numpy, or cupy for CuPy bits (masks of CuPy arrays live on the GPU)."""
+    if type(bits).__module__.split(".", 1)[0] == "cupy":
+        import cupy
+
+        return cupy
+    return np
+
+
 class PackedMask:
     """Where ReLU's derivative is 1, one bit per element.
 
@@ -27,10 +36,13 @@ class PackedMask:
     """
 
     __slots__ = ("at_zero", "bits", "shape")
+    #: masks go with NumPy arrays, torch tensors and (with CuPy bits) CuPy arrays
+    library = "any"
 
-    def __init__(self, bits: np.ndarray, shape: tuple[int, ...], at_zero: int = 0):
+    def __init__(self, bits, shape: tuple[int, ...], at_zero: int = 0):
         shape = tuple(int(d) for d in shape)
-        bits = np.asarray(bits)
+        if _module(bits) is np:
+            bits = np.asarray(bits)
         expected = (math.prod(shape) + 7) // 8
         if bits.dtype != np.uint8 or bits.ndim != 1 or bits.shape[0] != expected:
             raise ValueError(
@@ -39,7 +51,7 @@ class PackedMask:
             )
         if at_zero not in (0, 1):
             raise ValueError(f"at_zero must be 0 or 1, got {at_zero!r}")
-        self.bits = np.ascontiguousarray(bits)
+        self.bits = bits if bits.flags.c_contiguous else _module(bits).ascontiguousarray(bits)
         self.shape = shape
         self.at_zero = int(at_zero)
 
@@ -65,14 +77,16 @@ class PackedMask:
         -------
         numpy.ndarray
         """
-        flat = np.unpackbits(self.bits, count=self.size, bitorder="little")
+        xp = _module(self.bits)
+        flat = xp.unpackbits(self.bits, bitorder="little")[: self.size]
         return flat.reshape(self.shape).astype(dtype, copy=False)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PackedMask):
             return NotImplemented
         return (self.shape == other.shape and self.at_zero == other.at_zero
-                and np.array_equal(self.bits, other.bits))
+                and _module(self.bits) is _module(other.bits)
+                and bool(_module(self.bits).array_equal(self.bits, other.bits)))
 
     __hash__ = None  # mutable contents
 

@@ -1,0 +1,81 @@
+"""Which implementation serves a call: by the library of its array arguments.
+
+One table (:data:`LIBRARIES`) maps a library's top-level module name to the module of
+chokepoint that handles its arrays; that module is imported only when such an array arrives,
+so dask, torch and cupy stay optional. The library of a type is looked up once and cached.
+
+Rule for mixed arguments: every array argument of one call must come from the same library
+(Python scalars and lists are fine, a :class:`PackedMask` goes with numpy, torch CPU and cupy,
+a dask mask with dask). Anything else raises TypeError naming both libraries — convert first
+(``da.from_array``, ``torch.from_numpy``, ``cupy.asarray``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable
+from types import ModuleType
+
+import numpy as np
+
+__all__ = ["LIBRARIES", "dispatched", "library_of"]
+
+#: library (top-level module of the array's type) -> chokepoint module that handles it
+LIBRARIES = {
+    "dask": "chokepoint.kernels.on_dask",
+    "torch": "chokepoint.kernels.on_torch",
+    "cupy": "chokepoint.kernels.on_cupy",
+}
+
+_library_of_type: dict[type, str] = {}
+
+
+def library_of(value) -> str | None:
+    """``"numpy"``, ``"dask"``, ``"torch"``, ``"cupy"`` for arrays; None for anything else."""
+    kind = type(value)
+    known = _library_of_type.get(kind)
+    if known is None:
+        top = kind.__module__.split(".", 1)[0]
+        if issubclass(kind, np.ndarray) or issubclass(kind, np.generic):
+            known = "numpy"
+        elif top in LIBRARIES:
+            known = top
+        elif top == "chokepoint":  # masks: PackedMask is "any", a dask mask is "dask"
+            known = getattr(kind, "library", "") or ""
+        else:
+            known = ""
+        _library_of_type[kind] = known
+    return known or None
+
+
+def _handler(library: str) -> ModuleType:
+    return importlib.import_module(LIBRARIES[library])
+
+
+def dispatched(func: Callable) -> Callable:
+    """Route a public kernel to the handler of its arrays' library (NumPy runs ``func``)."""
+    name = func.__name__
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        libraries = {}
+        for position, value in enumerate(args):
+            library = library_of(value)
+            if library is not None:
+                libraries.setdefault(library, position)
+        out = kwargs.get("out")
+        if out is not None and library_of(out) is not None:
+            libraries.setdefault(library_of(out), "out")
+        foreign = [lib for lib in libraries if lib not in ("numpy", "any")]
+        if not foreign:
+            return func(*args, **kwargs)
+        if len(foreign) > 1 or "numpy" in libraries:
+            found = ", ".join(f"{'out' if where == 'out' else f'argument {where + 1}'} is "
+                              f"{lib}" for lib, where in libraries.items())
+            raise TypeError(f"{name}: arrays from different libraries ({found}); convert them "
+                            "to one library first")
+        return getattr(_handler(foreign[0]), name)(*args, **kwargs)
+
+    wrapper.__wrapped_numpy__ = func
+    return wrapper

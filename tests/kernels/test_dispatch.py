@@ -1,0 +1,29 @@
+"""Dispatch by the arrays' library: one table, cached per type, clear errors when mixed."""
+
+import numpy as np
+import pytest
+
+import chokepoint
+from chokepoint.kernels.dispatch import LIBRARIES, library_of
+
+
+def test_library_of_common_types():
+    assert library_of(np.ones(2)) == "numpy"
+    assert library_of(np.float64(1.0)) == "numpy"
+    assert library_of([1.0, 2.0]) is None and library_of(3.0) is None
+    _, mask = chokepoint.relu_with_mask(np.ones(3))
+    assert library_of(mask) == "any"
+    assert set(LIBRARIES) == {"dask", "torch", "cupy"}
+
+
+def test_numpy_and_array_likes_stay_on_numpy():
+    assert isinstance(chokepoint.relu([1.0, -1.0]), np.ndarray)
+
+
+def test_mixing_libraries_is_a_type_error():
+    torch = pytest.importorskip("torch", reason="needs a second array library")
+    x = np.ones(3)
+    with pytest.raises(TypeError, match="different libraries"):
+        chokepoint.relu_backward(torch.ones(3, dtype=torch.float64), x)
+    with pytest.raises(TypeError, match="different libraries"):
+        chokepoint.relu(x, out=torch.empty(3, dtype=torch.float64))
