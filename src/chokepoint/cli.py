@@ -194,7 +194,8 @@ def _demo(args: argparse.Namespace) -> int:
     if any(s.startswith("ne.") for s in statements):
         setup = "import numexpr as ne\n" + setup
     print("The origin question on this machine: the ReLU derivative of X = randn(3072, "
-          f"{cols}), four ways and chokepoint's. Where is the bottleneck?\n", flush=True)
+          f"{cols}), the question's ways, NumPy's and chokepoint's. Where is the "
+          "bottleneck?\n", flush=True)
     race_args = argparse.Namespace(setup=setup, reference=0, sizes=None, rtol=None, atol=None,
                                    min_time=args.min_time, repeats=5, rotate=False,
                                    json=False, plot=args.plot, html=args.html)

@@ -27,3 +27,19 @@ def test_mixing_libraries_is_a_type_error():
         chokepoint.relu_backward(torch.ones(3, dtype=torch.float64), x)
     with pytest.raises(TypeError, match="different libraries"):
         chokepoint.relu(x, out=torch.empty(3, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("library", sorted(LIBRARIES))
+def test_every_handler_implements_every_kernel(library):
+    import importlib
+
+    pytest.importorskip({"dask": "dask.array", "torch": "torch", "cupy": "numpy"}[library],
+                        reason=f"{library} is optional")
+    from chokepoint.kernels.dispatch import KERNELS
+
+    module = importlib.import_module(LIBRARIES[library])
+    assert set(KERNELS) <= set(module.__all__)
+    assert all(callable(getattr(module, name)) for name in KERNELS)
+    assert set(KERNELS) == {n for n in chokepoint.kernels.__all__
+                            if callable(getattr(chokepoint, n, None))
+                            and hasattr(getattr(chokepoint, n), "__wrapped_numpy__")}

@@ -70,3 +70,31 @@ def test_second_process_loads_kernels_from_the_cache(tmp_path, backend):
     (first_hits, first_misses), (second_hits, second_misses) = (map(int, r) for r in runs)
     assert (first_hits, first_misses) == (0, 1), runs
     assert (second_hits, second_misses) == (1, 0), runs
+
+
+def test_thread_count_follows_numba(backend):
+    if backend != "numba":
+        pytest.skip("threads belong to the numba engine")
+    import numba
+
+    x = np.random.default_rng(4).standard_normal(N)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = chokepoint.relu_backward(x, x)
+    finally:
+        numba.set_num_threads(before)
+    assert ref.same(one, chokepoint.relu_backward(x, x))
+
+
+def test_backend_from_the_environment():
+    script = "import chokepoint; print(chokepoint.get_backend())"
+    for value, expected in (("numpy", "numpy"), ("numba", "numba"), ("", "numba")):
+        env = {**os.environ, "CHOKEPOINT_BACKEND": value}
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                             text=True, check=True).stdout.strip()
+        assert out == expected
+    bad = subprocess.run([sys.executable, "-c", script],
+                         env={**os.environ, "CHOKEPOINT_BACKEND": "fortran"},
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "unknown backend 'fortran'" in bad.stderr

@@ -142,3 +142,17 @@ def test_new_result_follows_fortran_layout():
     x = np.asfortranarray(np.arange(12.0).reshape(3, 4) - 6)
     assert chokepoint.relu(x).flags.f_contiguous
     assert ref.same(chokepoint.relu(x), ref.relu(x))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_kernels_on_the_streaming_path(dtype, monkeypatch):
+    monkeypatch.setattr(engine_numba, "STREAM_MIN_BYTES", 0)
+    rng = np.random.default_rng(3)
+    n = engine_numba.PARALLEL_MIN * 2 + 3
+    x = rng.integers(-50, 50, n).astype(dtype)
+    g = rng.integers(-50, 50, n).astype(dtype)
+    assert ref.same(chokepoint.relu(x), np.maximum(x, 0).astype(dtype))
+    assert ref.same(chokepoint.relu_backward(g, x), np.where(x > 0, g, 0).astype(dtype))
+    y, mask = chokepoint.relu_with_mask(x)
+    assert ref.same(y, np.maximum(x, 0).astype(dtype))
+    assert ref.same(chokepoint.relu_backward(g, mask), np.where(x > 0, g, 0).astype(dtype))

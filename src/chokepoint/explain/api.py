@@ -129,6 +129,59 @@ def _peak_extra(fn) -> int | None:
     return max(0, peak - before - result)
 
 
+def _probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeSettings):
+    """Time every traced operation under its probes: the JSON rows, each row's element count
+    (for the roofline chart) and the evidence for the findings."""
+    measured: dict[int, tuple[float, dict]] = {}
+    for op in tr.ops:
+        if op.func is not None and not op.is_view:
+            timed, probes = probe_op(op, settings)
+            measured[id(op)] = (timed.median, {p.name: p for p in probes})
+    known = sum(seconds for seconds, _ in measured.values())
+    rows, elements, evidence = [], [], []
+    for op in tr.ops:
+        if op.is_view:
+            seconds, probes = 0.0, {}
+        elif op.func is None:  # opaque: what the traced operations do not account for
+            seconds, probes = max(0.0, total - known), {}
+        else:
+            seconds, probes = measured[id(op)]
+        gbps = (op.in_bytes + op.out_bytes) / seconds / 1e9 if seconds > 0 else 0.0
+        rows.append({"name": op.text, "in_bytes": op.in_bytes, "out_bytes": op.out_bytes,
+                     "allocates": op.allocates, "time_s": seconds, "gbps": gbps,
+                     "roof_fraction": gbps * 1e9 / roof.bandwidth})
+        r = op.result_array
+        elements.append(0 if r is None else r.size)
+        if seconds > 0:
+            produces = result is not None and r is not None and np.may_share_memory(r, result)
+            evidence.append(OpEvidence(label=op.label, seconds=seconds, in_bytes=op.in_bytes,
+                                       out_bytes=op.out_bytes, allocates=op.allocates,
+                                       produces_result=produces, probes=probes))
+    return rows, elements, evidence
+
+
+def _measured_rewrite(statement, namespace, inputs, result, total: float, roof: Roofline,
+                      min_time: float) -> tuple[dict | None, str | None]:
+    """The rewrite (and its narrow variant) timed, and the suggestion text for findings."""
+    found = find_rewrite(statement, namespace, inputs, result)
+    if found is None:
+        return None, None
+
+    def timed(candidate) -> dict:
+        seconds = measure(candidate.call, min_time=min(min_time, 0.05), repeats=5).median
+        return {"statement": candidate.statement,
+                "predicted_s": roof.floor_seconds(candidate.bytes), "measured_s": seconds,
+                "speedup": total / seconds, "note": candidate.note}
+
+    rewrite = timed(found)
+    suggestion = f"{found.statement}, one pass with the same values"
+    if found.narrow is not None:
+        rewrite["narrow"] = timed(found.narrow)
+        suggestion = (f"{found.narrow.statement} (same values as uint8) or {found.statement}: "
+                      "one pass")
+    return rewrite, suggestion
+
+
 def explain(statement: str, setup: str = "", *, namespace: dict | None = None,
             roof: Roofline | None = None, min_time: float = 0.1,
             probe_settings: ProbeSettings | None = None) -> Explanation:
@@ -200,68 +253,18 @@ def explain(statement: str, setup: str = "", *, namespace: dict | None = None,
     tr = trace(statement, ns, list(inputs))
     model = build_model(tr, inputs)
 
-    # 4. probe each operation
-    evidence: list[OpEvidence] = []
-    rows: list[dict] = []
-    elements: list[int] = []
+    # 4. probe each operation; 5. a rewrite with the same values, measured
     result = tr.result if isinstance(tr.result, np.ndarray) else None
-    timed_ops = [op for op in tr.ops if op.func is not None and not op.is_view]
-    op_seconds: dict[int, float] = {}
-    op_probes: dict[int, dict] = {}
-    for op in timed_ops:
-        base, probes = probe_op(op, settings)
-        op_seconds[id(op)] = base.median
-        op_probes[id(op)] = {p.name: p for p in probes}
-    known = sum(op_seconds.values())
-    for op in tr.ops:
-        if op.is_view:
-            seconds = 0.0
-        elif op.func is None:  # opaque: what the traced operations do not account for
-            seconds = max(0.0, timing.median - known)
-        else:
-            seconds = op_seconds.get(id(op), 0.0)
-        moved = op.in_bytes + op.out_bytes
-        gbps = moved / seconds / 1e9 if seconds > 0 else 0.0
-        rows.append({"name": op.text, "in_bytes": op.in_bytes, "out_bytes": op.out_bytes,
-                     "allocates": op.allocates, "time_s": seconds, "gbps": gbps,
-                     "roof_fraction": gbps * 1e9 / roof.bandwidth})
-        r = op.result_array
-        elements.append(0 if r is None else r.size)
-        if op.is_view or seconds == 0.0:
-            continue
-        r = op.result_array
-        produces = result is not None and r is not None and np.may_share_memory(r, result)
-        evidence.append(OpEvidence(label=op.label, seconds=seconds, in_bytes=op.in_bytes,
-                                   out_bytes=op.out_bytes, allocates=op.allocates,
-                                   produces_result=produces,
-                                   probes=op_probes.get(id(op), {})))
-
-    # 5. a rewrite with the same values, measured (and a narrower result when one fits)
-    rewrite = None
-    suggestion = None
-    found = find_rewrite(statement, ns, inputs, result)
-    if found is not None:
-        measured = measure(found.call, min_time=min(min_time, 0.05), repeats=5)
-        rewrite = {"statement": found.statement, "predicted_s": roof.floor_seconds(found.bytes),
-                   "measured_s": measured.median, "speedup": timing.median / measured.median,
-                   "note": found.note}
-        suggestion = f"{found.statement}, one pass with the same values"
-        if found.narrow is not None:
-            narrow = measure(found.narrow.call, min_time=min(min_time, 0.05), repeats=5)
-            rewrite["narrow"] = {"statement": found.narrow.statement,
-                                 "predicted_s": roof.floor_seconds(found.narrow.bytes),
-                                 "measured_s": narrow.median,
-                                 "speedup": timing.median / narrow.median,
-                                 "note": found.narrow.note}
-            suggestion = (f"{found.narrow.statement} (same values as uint8) or "
-                          f"{found.statement}: one pass")
+    rows, elements, evidence = _probe_operations(tr, result, timing.median, roof, settings)
+    rewrite, suggestion = _measured_rewrite(statement, ns, inputs, result, timing.median, roof,
+                                            min_time)
 
     findings, ruled = derive_findings(evidence, model, timing.median, roof,
                                       rewrite=suggestion, peak_extra=peak_extra)
     machine = roof.summary()
-    runs = 2 + timing.runs * timing.loops + 1
-    warned.append(f"explain ran the statement {runs} times, and each operation again under "
-                  "each probe (on copies of the inputs)")
+    runs = 3 + timing.runs * timing.loops  # checked, timed, under tracemalloc, traced
+    warned.append(f"explain ran the statement at least {runs} times, and each operation again "
+                  "under each probe (on copies of the inputs)")
     for w in warned[:-1]:
         warnings.warn(w, RuntimeWarning, stacklevel=2)
     return Explanation(statement=statement, setup=setup, median_s=timing.median,

@@ -19,7 +19,11 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["LIBRARIES", "dispatched", "library_of"]
+__all__ = ["KERNELS", "LIBRARIES", "dispatched", "library_of"]
+
+#: the public kernels; every handler module in LIBRARIES implements each of them
+KERNELS = ("hardtanh", "hardtanh_backward", "leaky_relu", "leaky_relu_backward", "relu", "relu6",
+           "relu6_backward", "relu_backward", "relu_grad", "relu_with_mask")
 
 #: library (top-level module of the array's type) -> chokepoint module that handles it
 LIBRARIES = {

@@ -19,23 +19,11 @@ import functools
 import numpy as np
 
 from . import api
+from .dispatch import KERNELS
 from .mask import PackedMask
 from .ops import OPS
 
-__all__ = [
-    "cuda_expression",
-    "from_torch",
-    "hardtanh",
-    "hardtanh_backward",
-    "leaky_relu",
-    "leaky_relu_backward",
-    "relu",
-    "relu6",
-    "relu6_backward",
-    "relu_backward",
-    "relu_grad",
-    "relu_with_mask",
-]
+__all__ = ["cuda_expression", "from_torch", *KERNELS]
 
 _BINARY_OPERATORS = {ast.Mult: "*", ast.Add: "+", ast.Sub: "-", ast.Div: "/"}
 _COMPARISONS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",

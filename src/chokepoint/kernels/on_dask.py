@@ -20,21 +20,10 @@ import dask.array as da
 import numpy as np
 
 from . import api
+from .dispatch import KERNELS
 from .mask import PackedMask
 
-__all__ = [
-    "DaskPackedMask",
-    "hardtanh",
-    "hardtanh_backward",
-    "leaky_relu",
-    "leaky_relu_backward",
-    "relu",
-    "relu6",
-    "relu6_backward",
-    "relu_backward",
-    "relu_grad",
-    "relu_with_mask",
-]
+__all__ = ["DaskPackedMask", *KERNELS]
 
 
 class DaskPackedMask:

@@ -15,19 +15,9 @@ from __future__ import annotations
 import torch
 
 from . import api
+from .dispatch import KERNELS
 
-__all__ = [
-    "hardtanh",
-    "hardtanh_backward",
-    "leaky_relu",
-    "leaky_relu_backward",
-    "relu",
-    "relu6",
-    "relu6_backward",
-    "relu_backward",
-    "relu_grad",
-    "relu_with_mask",
-]
+__all__ = [*KERNELS]
 
 
 def _check(name: str, t, what: str) -> None:
