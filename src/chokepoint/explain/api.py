@@ -133,9 +133,10 @@ def _probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeS
     """Time every traced operation under its probes: the JSON rows, each row's element count
     (for the roofline chart) and the evidence for the findings."""
     measured: dict[int, tuple[float, dict]] = {}
+    scratch: dict = {}  # arrays the operations' probes share, dropped on return
     for op in tr.ops:
         if op.func is not None and not op.is_view:
-            timed, probes = probe_op(op, settings)
+            timed, probes = probe_op(op, settings, scratch)
             measured[id(op)] = (timed.median, {p.name: p for p in probes})
     known = sum(seconds for seconds, _ in measured.values())
     rows, elements, evidence = [], [], []
@@ -222,9 +223,9 @@ def explain(statement: str, setup: str = "", *, namespace: dict | None = None,
     settings = probe_settings or ProbeSettings()
     warned: list[str] = []
 
-    # setup runs once; every later run gets its own copies of the inputs
+    # setup runs once; its arrays stay pristine, every run gets its own copies of them
     base = _run_setup(setup, None, namespace)
-    pristine = {k: v.copy() for k, v in _statement_inputs(statement, base).items()}
+    pristine = _statement_inputs(statement, base)
 
     def fresh() -> dict:
         return {**base, **{k: v.copy() for k, v in pristine.items()}}

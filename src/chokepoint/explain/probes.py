@@ -106,8 +106,12 @@ def _call(op: Op, args, kwargs):
     return lambda: op.func(*args, **kwargs)
 
 
-def probe_op(op: Op, settings: ProbeSettings) -> tuple[Measurement, list[Probe]]:
+def probe_op(op: Op, settings: ProbeSettings,
+             scratch: dict | None = None) -> tuple[Measurement, list[Probe]]:
     """Time ``op`` as traced and under every change that applies to it.
+
+    ``scratch`` keeps arrays that later operations of the same statement can reuse (pass one
+    dict per statement, and drop it afterwards).
 
     When the operation takes ``out=``, the value and layout probes write into one preallocated
     buffer on both sides of the comparison, so that the allocator's state (fresh pages or
@@ -130,8 +134,10 @@ def probe_op(op: Op, settings: ProbeSettings) -> tuple[Measurement, list[Probe]]
         probe = _try(make, op, base, settings)
         if probe is not None:
             probes.append(probe)
-    for make in (_constant_probe, _sorted_probe, _subnormal_probe, _contiguous_probe,
-                 _cast_probe):
+    probe = _try(_constant_probe, op, reference, settings, buffer, scratch)
+    if probe is not None:
+        probes.append(probe)
+    for make in (_sorted_probe, _subnormal_probe, _contiguous_probe, _cast_probe):
         probe = _try(make, op, reference, settings, buffer)
         if probe is not None:
             probes.append(probe)
@@ -185,7 +191,9 @@ def _float_inputs(op: Op) -> bool:
 
 
 def _constant_probe(op: Op, base: Measurement, settings: ProbeSettings,
-                    buffer: np.ndarray | None = None) -> Probe | None:
+                    buffer: np.ndarray | None = None, scratch: dict | None = None
+                    ) -> Probe | None:
+    scratch = {} if scratch is None else scratch
     if not (_elementwise(op) and _float_inputs(op)):
         return None
 
@@ -193,7 +201,15 @@ def _constant_probe(op: Op, base: Measurement, settings: ProbeSettings,
         if a.dtype.kind != "f":
             return a
         sample = a.reshape(-1)[:: max(1, a.size // 1001)]
-        return np.full_like(a, np.nanmedian(sample) if np.isfinite(sample).any() else 0.5)
+        value = np.nanmedian(sample) if np.isfinite(sample).any() else 0.5
+        # one array per shape and dtype, refilled: fresh memory costs page faults (0.5 s for
+        # 246 MB here) that would be paid again for every operation
+        key = ("constant", a.shape, a.dtype.str)
+        array = scratch.get(key)
+        if array is None:
+            array = scratch[key] = np.empty(a.shape, a.dtype)
+        array.fill(value)
+        return array
 
     swapped = _replace_arrays(op, constant)
     if swapped is None:
