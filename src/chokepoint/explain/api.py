@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..measure.race import Candidate, _arrays, _compile, _mutated, _names_used, _run_setup
 from ..measure.roofline import Roofline, roofline
+from ..measure.statements import arrays_in, compile_statement, mutated, names_used, run_setup
 from ..measure.timer import measure
 from .findings import Finding, OpEvidence, RuledOut, derive_findings
 from .model import Model, build_model
@@ -107,8 +107,7 @@ class Explanation:
 
 
 def _statement_inputs(statement: str, namespace: dict) -> dict[str, np.ndarray]:
-    names = _names_used(Candidate(statement, statement), namespace)
-    return {k: v for k, v in _arrays(namespace, names).items() if v.size > 0}
+    return {k: v for k, v in arrays_in(namespace, names_used(statement)).items() if v.size > 0}
 
 
 def _peak_extra(fn) -> int | None:
@@ -224,7 +223,7 @@ def explain(statement: str, setup: str = "", *, namespace: dict | None = None,
     warned: list[str] = []
 
     # setup runs once; its arrays stay pristine, every run gets its own copies of them
-    base = _run_setup(setup, None, namespace)
+    base = run_setup(setup, None, namespace, [statement])
     pristine = _statement_inputs(statement, base)
 
     def fresh() -> dict:
@@ -233,12 +232,12 @@ def explain(statement: str, setup: str = "", *, namespace: dict | None = None,
     # 1. run it once: does it work, does it mutate its inputs?
     ns = fresh()
     inputs = _statement_inputs(statement, ns)
-    fn = _compile(Candidate(statement, statement), ns)
+    fn = compile_statement(statement, ns)
     try:
         fn()
     except Exception as exc:
         raise ExplainError(f"the statement raised {type(exc).__name__}: {exc}") from exc
-    changed = _mutated(pristine, ns)
+    changed = mutated(pristine, ns)
     if changed:
         warned.append(f"the statement mutates its inputs ({', '.join(changed)}): repeated runs "
                       "see changed data")
@@ -246,7 +245,7 @@ def explain(statement: str, setup: str = "", *, namespace: dict | None = None,
     # 2. time it, and its peak memory (on fresh copies only when it mutates its inputs)
     timing = measure(fn, min_time=min_time, repeats=5, warmup=False)
     ns = fresh() if changed else ns
-    peak_extra = _peak_extra(_compile(Candidate(statement, statement), ns))
+    peak_extra = _peak_extra(compile_statement(statement, ns))
 
     # 3. trace it, and model its bytes
     ns = fresh() if changed else ns

@@ -14,26 +14,39 @@ without it a result whose working set fits in that cache says ``cache-hot`` in i
 from __future__ import annotations
 
 import hashlib
-import inspect
 import math
-import random
-import re
-import sys
-import textwrap
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .roofline import Roofline, roofline
+from .statements import (
+    arrays_in,
+    bind_callable,
+    compile_statement,
+    mutated,
+    names_used,
+    run_setup,
+)
 from .timer import measure
 
 __all__ = ["Candidate", "CandidateResult", "RaceResult", "agreement", "last_level_cache_bytes",
            "race"]
 
 _MAX_COPIES = 64
-SEED = 20190301  # the month the origin question was asked
+
+
+def _names_used(candidate: Candidate, namespace: dict) -> list[str]:
+    return list(namespace) if candidate.statement is None else names_used(candidate.statement)
+
+
+def _compile(candidate: Candidate, namespace: dict) -> Callable[[], object]:
+    """A no-argument callable running the candidate in ``namespace``, returning its value."""
+    if candidate.function is not None:
+        return bind_callable(candidate.function, namespace)
+    return compile_statement(candidate.statement, namespace)
 
 
 def _fingerprint(arrays: dict[str, np.ndarray]) -> dict[str, str]:
@@ -257,88 +270,6 @@ def last_level_cache_bytes() -> int:
     return min(max(sizes), 64 * 2**20) if sizes else 32 * 2**20
 
 
-def _arrays(namespace: dict, names: Iterable[str] | None = None) -> dict[str, np.ndarray]:
-    keys = namespace if names is None else [n for n in names if n in namespace]
-    return {k: namespace[k] for k in keys if isinstance(namespace[k], np.ndarray)}
-
-
-def _names_used(candidate: Candidate, namespace: dict) -> list[str]:
-    """Names a candidate may read: its code's names, and identifiers inside its string
-    constants (``ne.evaluate('X >= 0')`` reads X)."""
-    if candidate.statement is None:
-        return list(namespace)
-    code = compile(candidate.statement, "<race>", "exec")
-    names: set[str] = set()
-    stack = [code]
-    while stack:
-        c = stack.pop()
-        names.update(c.co_names)
-        for const in c.co_consts:
-            if hasattr(const, "co_names"):
-                stack.append(const)
-            elif isinstance(const, str):
-                names.update(re.findall(r"[A-Za-z_]\w*", const))
-    return sorted(names)
-
-
-def _compile(candidate: Candidate, namespace: dict) -> Callable[[], object]:
-    """A no-argument callable running the candidate in ``namespace``, returning its value."""
-    if candidate.function is not None:
-        fn = candidate.function
-        try:
-            params = inspect.signature(fn).parameters
-        except (TypeError, ValueError):
-            return fn
-        kwargs = {k: namespace[k] for k in params if k in namespace}
-        return lambda: fn(**kwargs)
-    source = candidate.statement
-    try:
-        compile(source, "<race>", "eval")
-        body = f"    return ({source})"
-    except SyntaxError:
-        compile(source, "<race>", "exec")  # raises a clear SyntaxError
-        body = textwrap.indent(source, "    ") + "\n    return None"
-    exec(compile(f"def __chokepoint_candidate__():\n{body}\n", "<race>", "exec"), namespace)
-    return namespace.pop("__chokepoint_candidate__")
-
-
-def _run_setup(setup, n: int | None, base: dict | None) -> dict:
-    """A fresh namespace after ``setup``; NumPy's and Python's global RNGs are seeded first, so
-    that ``np.random.randn(...)`` in a setup gives every candidate the same inputs. Arrays from
-    ``base`` (the user's namespace) are copied: a candidate never mutates the user's arrays."""
-    random.seed(SEED)
-    np.random.seed(SEED)  # noqa: NPY002 - setups use the legacy global RNG; seed it
-    namespace = {k: v.copy() if isinstance(v, np.ndarray) else v
-                 for k, v in (base or {}).items()}
-    namespace.setdefault("np", np)
-    namespace.setdefault("chokepoint", sys.modules["chokepoint"])
-    if n is not None:
-        namespace["n"] = n
-    if setup is None or setup == "":
-        return namespace
-    if callable(setup):
-        made = setup(n) if n is not None else setup()
-        if made is not None:
-            if not isinstance(made, dict):
-                raise TypeError("a callable setup must return a dict (the namespace) or None")
-            namespace.update(made)
-        return namespace
-    exec(compile(setup, "<setup>", "exec"), namespace)
-    return namespace
-
-
-def _same_array(a, b: np.ndarray) -> bool:
-    if a is None or np.asarray(a).shape != b.shape:
-        return False
-    # the plain comparison first: one pass, no NaN masks (most arrays have no NaN)
-    return bool(np.array_equal(a, b)
-                or (b.dtype.kind in "fc" and np.array_equal(a, b, equal_nan=True)))
-
-
-def _mutated(before: dict[str, np.ndarray], namespace: dict) -> list[str]:
-    return [k for k, v in before.items() if not _same_array(namespace.get(k), v)]
-
-
 def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
@@ -346,8 +277,9 @@ def _error(exc: BaseException) -> str:
 def _run_candidate(candidate: Candidate, setup, n, base, *, min_time, repeats, rotate,
                    cache_bytes) -> tuple[CandidateResult, object]:
     result = CandidateResult(candidate.label)
-    namespace = _run_setup(setup, n, base)
-    inputs = _arrays(namespace, _names_used(candidate, namespace))
+    code = [candidate.statement] if candidate.statement else []
+    namespace = run_setup(setup, n, base, code)
+    inputs = arrays_in(namespace, _names_used(candidate, namespace))
     result.inputs = _fingerprint(inputs)
     pristine = {k: v.copy() for k, v in inputs.items()}
     fn = _compile(candidate, namespace)
@@ -356,7 +288,7 @@ def _run_candidate(candidate: Candidate, setup, n, base, *, min_time, repeats, r
     # an array the result lives in (an out= buffer) is the output, not an input
     written = {k for k, a in inputs.items()
                if isinstance(value, np.ndarray) and np.may_share_memory(value, a)}
-    changed = [k for k in _mutated(pristine, namespace) if k not in written]
+    changed = [k for k in mutated(pristine, namespace) if k not in written]
     if written:
         notes.append(f"writes its result into {', '.join(sorted(written))}")
     if changed:
@@ -369,7 +301,7 @@ def _run_candidate(candidate: Candidate, setup, n, base, *, min_time, repeats, r
     if working_set < cache_bytes:
         copies = min(_MAX_COPIES, math.ceil(2 * cache_bytes / max(working_set, 1)))
         if rotate and copies * working_set >= cache_bytes:
-            fns = [fn] + [_compile(candidate, _run_setup(setup, n, base))
+            fns = [fn] + [_compile(candidate, run_setup(setup, n, base, code))
                           for _ in range(copies - 1)]
             state = [0]
 
