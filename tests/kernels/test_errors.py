@@ -82,6 +82,8 @@ def test_bad_parameters():
         chokepoint.leaky_relu(x, float("nan"))
     with pytest.raises(TypeError, match="real number"):
         chokepoint.leaky_relu(x, "0.1")
+    with pytest.raises(TypeError, match="real number"):
+        chokepoint.hardtanh(x, np.complex128(-1), 1.0)
     with pytest.raises(TypeError, match="mask"):
         chokepoint.relu(chokepoint.relu_with_mask(x)[1])
 

@@ -104,9 +104,10 @@ def _check_out(func: str, out, shape: tuple[int, ...], dtype: np.dtype) -> None:
 
 def _check_real(func: str, **values: float) -> None:
     for name, value in values.items():
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        if (isinstance(value, (bool, np.bool_, complex, np.complexfloating))
+                or not isinstance(value, (int, float, np.number))):
             raise TypeError(f"{func}: {name} must be a real number, got {value!r}")
-        if isinstance(value, complex) or math.isnan(float(value)):
+        if math.isnan(float(value)):
             raise ValueError(f"{func}: {name} must not be NaN")
 
 
