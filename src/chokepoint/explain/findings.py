@@ -171,7 +171,7 @@ def derive_findings(
         probes = [(o, o.probes[name]) for o in ops if name in o.probes]
         for o, p in probes:
             text = (f"{o.label}: {_ms(p.base.median)} on your data, {_ms(p.changed.median)} "
-                    f"with {what}")
+                    f"with {what}" + (" (both into a preallocated out=)" if p.into_out else ""))
             if p.significant(0.15) and p.saved > 0:
                 hint = ("flush subnormals (or avoid producing them)" if name == "subnormal"
                         else "a branch-free formulation, or a kernel whose speed does not "
@@ -185,7 +185,8 @@ def derive_findings(
         p = o.probes.get("contiguous")
         if p is None:
             continue
-        text = f"{o.label}: {_ms(p.base.median)} strided, {_ms(p.changed.median)} contiguous"
+        text = (f"{o.label}: {_ms(p.base.median)} strided, {_ms(p.changed.median)} contiguous"
+                + (" (both into a preallocated out=)" if p.into_out else ""))
         if p.significant() and p.saved > 0:
             findings.append(Finding("strided-access", share(p.saved), text,
                                     "make the input contiguous once (np.ascontiguousarray) "

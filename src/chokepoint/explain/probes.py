@@ -51,6 +51,7 @@ class Probe:
     changed: Measurement
     detail: str
     buffer: np.ndarray | None = None
+    into_out: bool = False  # both sides wrote into one preallocated out=
 
     @property
     def saved(self) -> float:
@@ -134,12 +135,12 @@ def probe_op(op: Op, settings: ProbeSettings,
         probe = _try(make, op, base, settings)
         if probe is not None:
             probes.append(probe)
-    probe = _try(_constant_probe, op, reference, settings, buffer, scratch)
-    if probe is not None:
-        probes.append(probe)
-    for make in (_sorted_probe, _subnormal_probe, _contiguous_probe, _cast_probe):
-        probe = _try(make, op, reference, settings, buffer)
+    compared = [_try(_constant_probe, op, reference, settings, buffer, scratch)]
+    compared += [_try(make, op, reference, settings, buffer)
+                 for make in (_sorted_probe, _subnormal_probe, _contiguous_probe, _cast_probe)]
+    for probe in compared:
         if probe is not None:
+            probe.into_out = buffer is not None
             probes.append(probe)
     return base, probes
 
