@@ -230,23 +230,34 @@ def derive_findings(
         else:
             ruled.append(RuledOut("overhead", text))
 
-    # single-threaded memory-bound operations on a machine with more bandwidth on more threads
+    # single-threaded: a memory-bound operation held to what one thread can move, where more
+    # threads move more. The ceilings are those of the operation's traffic: the read bandwidth
+    # when it mostly reads, the copy bandwidth when it writes about as much as it reads.
     threads = roof.machine.get("threads") or 1
-    if threads > 1 and roof.read_bw > 1.3 * roof.read_bw_1t:
-        limit = roof.read_bw_1t / 1e9
-        slow, fast = [], []
-        for op, _, rate in bound["memory-bound"]:
-            (slow if rate <= 1.2 * limit else fast).append((op, rate))
-        ceilings = (f"one thread reads at most {limit:.1f} GB/s, {threads} threads "
-                    f"{roof.read_bw / 1e9:.1f} GB/s (measured roofline)")
-        if slow:
-            lost = sum(op.seconds * (1 - rate * 1e9 / roof.read_bw) for op, rate in slow)
-            rates = ", ".join(f"{op.label} {rate:.1f} GB/s" for op, rate in slow)
-            findings.append(Finding("single-threaded", share(lost), f"{rates}; {ceilings}",
-                                    f"a multi-threaded kernel: {rewrite}" if rewrite else
-                                    "a multi-threaded engine (numexpr, numba prange, "
-                                    "chokepoint's kernels)"))
-        for op, rate in fast:
-            ruled.append(RuledOut("single-threaded", f"{op.label}: {rate:.1f} GB/s; {ceilings}"))
+    slow, fast = [], []
+    for op, _, rate in bound["memory-bound"]:
+        writes = op.out_bytes > 0.25 * op.in_bytes
+        one, every = ((roof.copy_bw_1t, roof.copy_bw) if writes
+                      else (roof.read_bw_1t, roof.read_bw))
+        verb = "copies" if writes else "reads"
+        ceilings = (f"one thread {verb} at most {one / 1e9:.1f} GB/s, {threads} threads "
+                    f"{every / 1e9:.1f} GB/s (measured roofline)")
+        if threads < 2 or every < 1.3 * one:
+            ruled.append(RuledOut("single-threaded", f"{op.label}: {rate:.1f} GB/s; {ceilings}: "
+                                                     "more threads would not move more"))
+        elif rate * 1e9 <= 1.2 * one:
+            slow.append((op, rate, every, ceilings))
+        else:
+            fast.append((op, rate, ceilings))
+    if slow:
+        lost = sum(op.seconds * (1 - rate * 1e9 / every) for op, rate, every, _ in slow)
+        text = "; ".join(f"{op.label}: {rate:.1f} GB/s, {ceilings}"
+                         for op, rate, _, ceilings in slow)
+        findings.append(Finding("single-threaded", share(lost), text,
+                                f"a multi-threaded kernel: {rewrite}" if rewrite else
+                                "a multi-threaded engine (numexpr, numba prange, "
+                                "chokepoint's kernels)"))
+    for op, rate, ceilings in fast:
+        ruled.append(RuledOut("single-threaded", f"{op.label}: {rate:.1f} GB/s; {ceilings}"))
     findings.sort(key=lambda f: f.share, reverse=True)
     return findings, ruled
