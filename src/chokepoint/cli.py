@@ -9,8 +9,8 @@ import argparse
 import json
 import sys
 
-__all__ = ["add_explain_arguments", "add_race_arguments", "demo_candidates", "emit_explain",
-           "emit_race", "main", "parse_sizes", "run_explain", "run_race"]
+__all__ = ["add_explain_arguments", "add_race_arguments", "demo_candidates", "emit", "main",
+           "parse_sizes", "run_explain", "run_race"]
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -44,13 +44,6 @@ def add_race_arguments(parser: argparse.ArgumentParser, *, statements: bool = Tr
     parser.add_argument("--json", action="store_true", help="print the result as JSON only")
     parser.add_argument("--plot", metavar="FILE", help="write the main plot (.png or .svg)")
     parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
-
-
-def _write_html(obj, path: str | None) -> None:
-    if path:
-        from pathlib import Path
-
-        Path(path).write_text(obj.to_html(), encoding="utf-8")
 
 
 class _Progress:
@@ -92,23 +85,27 @@ def run_race(args: argparse.Namespace, statements, namespace: dict | None = None
         progress.close()
 
 
-def emit_race(result, args: argparse.Namespace) -> None:
-    """Print (table or JSON) and write the files a race's options ask for."""
-    if args.plot:
+def emit(result, args: argparse.Namespace) -> None:
+    """Write the files the options ask for (``--plot``, ``--html``), then print the result as
+    JSON (``--json``) or as its text report. Serves races and explanations alike."""
+    if getattr(args, "plot", None):
         result.plot(args.plot)
-    _write_html(result, getattr(args, "html", None))
+    if getattr(args, "html", None):
+        from pathlib import Path
+
+        Path(args.html).write_text(result.to_html(), encoding="utf-8")
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
-    else:
-        print(result.table(), end="")
-        for what in ("plot", "html"):
-            if getattr(args, what, None):
-                print(f"{what} written to {getattr(args, what)}")
+        return
+    print(str(result), end="")
+    for what in ("plot", "html"):
+        if getattr(args, what, None):
+            print(f"{what} written to {getattr(args, what)}")
 
 
 def _race(args: argparse.Namespace) -> int:
     result = run_race(args, args.statements)
-    emit_race(result, args)
+    emit(result, args)
     return 130 if result.interrupted and "Ctrl-C" in result.interrupted else 0
 
 
@@ -135,20 +132,6 @@ def run_explain(args: argparse.Namespace, statement: str, namespace: dict | None
         return explain(statement, args.setup, namespace=namespace, min_time=args.min_time)
 
 
-def emit_explain(explanation, args: argparse.Namespace) -> None:
-    """Print an explanation as text or JSON, and write the files the options ask for."""
-    if getattr(args, "plot", None):
-        explanation.plot(args.plot)
-    _write_html(explanation, getattr(args, "html", None))
-    if args.json:
-        print(json.dumps(explanation.to_dict(), indent=2))
-    else:
-        print(explanation.text(), end="")
-        for what in ("plot", "html"):
-            if getattr(args, what, None):
-                print(f"{what} written to {getattr(args, what)}")
-
-
 def _explain(args: argparse.Namespace) -> int:
     import warnings
 
@@ -161,7 +144,7 @@ def _explain(args: argparse.Namespace) -> int:
     except ExplainError as exc:
         print(f"chokepoint explain: {exc}", file=sys.stderr)
         return 1
-    emit_explain(explanation, args)
+    emit(explanation, args)
     return 0
 
 
@@ -200,7 +183,7 @@ def _demo(args: argparse.Namespace) -> int:
                                    min_time=args.min_time, repeats=5, rotate=False,
                                    json=False, plot=args.plot, html=args.html)
     result = run_race(race_args, statements)
-    emit_race(result, race_args)
+    emit(result, race_args)
     origin = result.candidates[0] if result.candidates else None
     if origin is None or origin.median_s is None:
         return 1
@@ -213,7 +196,7 @@ def _demo(args: argparse.Namespace) -> int:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        emit_explain(run_explain(explain_args, origin.statement), explain_args)
+        emit(run_explain(explain_args, origin.statement), explain_args)
     return 0
 
 

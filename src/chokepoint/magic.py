@@ -13,14 +13,7 @@ import shlex
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from .cli import (
-    add_explain_arguments,
-    add_race_arguments,
-    emit_explain,
-    emit_race,
-    run_explain,
-    run_race,
-)
+from .cli import add_explain_arguments, add_race_arguments, emit, run_explain, run_race
 
 __all__ = ["ChokepointMagics", "load_ipython_extension"]
 
@@ -33,6 +26,15 @@ class _Parser(argparse.ArgumentParser):
         if message:
             raise UsageError(message)
         raise UsageError("")
+
+
+def _show(result, args):
+    """Print and write what the options ask for; otherwise return the result, which Jupyter
+    displays (as HTML) and IPython prints."""
+    if args.json or args.plot or args.html:
+        emit(result, args)
+        return None
+    return result
 
 
 @magics_class
@@ -53,11 +55,7 @@ class ChokepointMagics(Magics):
                           not s.lstrip().startswith("#")]
             if not statements:
                 raise UsageError("%%race: the cell has no statements")
-        result = run_race(args, statements, namespace=self.shell.user_ns)
-        if args.json or args.plot:
-            emit_race(result, args)
-            return None
-        return result
+        return _show(run_race(args, statements, namespace=self.shell.user_ns), args)
 
     @line_cell_magic
     def explain(self, line: str, cell: str | None = None):
@@ -76,10 +74,7 @@ class ChokepointMagics(Magics):
             explanation = run_explain(args, statement, namespace=self.shell.user_ns)
         except ExplainError as exc:
             raise UsageError(str(exc)) from exc
-        if args.json:
-            emit_explain(explanation, args)
-            return None
-        return explanation
+        return _show(explanation, args)
 
 
 def load_ipython_extension(ipython) -> None:

@@ -83,14 +83,17 @@ class Explanation:
 
         return explanation_html(self, full=False)
 
+    def roofline_points(self) -> list[tuple[str, float, float]]:
+        """Each timed operation as ``(name, elements per byte, elements per second)``."""
+        return [(op["name"], n / (op["in_bytes"] + op["out_bytes"]), n / op["time_s"])
+                for op, n in zip(self.ops, self.op_elements, strict=True)
+                if op["time_s"] and n and op["in_bytes"] + op["out_bytes"]]
+
     def plot(self, path):
         """Write the roofline chart of the operations (.png or .svg)."""
         from ..report.plots import roofline_figure, save_figure
 
-        points = [(op["name"], n / (op["in_bytes"] + op["out_bytes"]), n / op["time_s"])
-                  for op, n in zip(self.ops, self.op_elements, strict=True)
-                  if op["time_s"] and n and op["in_bytes"] + op["out_bytes"]]
-        return save_figure(roofline_figure(points, self.machine["read_bw"],
+        return save_figure(roofline_figure(self.roofline_points(), self.machine["read_bw"],
                                            self.machine["flops"]), path)
 
     def text(self) -> str:

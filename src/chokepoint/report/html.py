@@ -175,9 +175,7 @@ def explanation_html(e, *, full: bool = True) -> str:
     body.append(_table([("operation", True), ("read", False), ("written", False),
                         ("new memory", True), ("time", False), ("GB/s", False),
                         ("% roof", False)], rows, "operations"))
-    points = [(op["name"], n / (op["in_bytes"] + op["out_bytes"]),
-               n / op["time_s"]) for op, n in zip(e.ops, e.op_elements, strict=True)
-              if op["time_s"] and n and op["in_bytes"] + op["out_bytes"]]
+    points = e.roofline_points()
     if points:
         body.append("<h2>Roofline</h2>")
         body.append(_figure(
