@@ -68,9 +68,9 @@ def dispatched(func: Callable) -> Callable:
             library = library_of(value)
             if library is not None:
                 libraries.setdefault(library, position)
-        out = kwargs.get("out")
-        if out is not None and library_of(out) is not None:
-            libraries.setdefault(library_of(out), "out")
+        out_library = library_of(kwargs.get("out"))
+        if out_library is not None:
+            libraries.setdefault(out_library, "out")
         foreign = [lib for lib in libraries if lib not in ("numpy", "any")]
         if not foreign:
             return func(*args, **kwargs)

@@ -90,9 +90,9 @@ def _meta(a) -> np.ndarray:
     return np.empty((0,) * a.ndim, dtype=a.dtype)
 
 
-def _constants(dtype, **values):
-    zero, slope, lo, hi = api._params(np.dtype(dtype), **values)
-    return zero, slope, lo, hi
+def _constants(dtype, **values) -> tuple:
+    """zero, slope, lo, hi in the computation dtype: the CPU path's own rule."""
+    return api._params(np.dtype(dtype), **values)
 
 
 def _output(name: str, out, shape, dtype):
