@@ -46,20 +46,15 @@ PARALLEL_MIN = 1 << 16
 #: the cache anyway, and streaming skips reading each line before overwriting it.
 STREAM_MIN_BYTES = 16 << 20
 
-_UNARY = """
-def {fname}(x, out, zero, slope, lo, hi):
+# An elementwise map over one array (x) or two (grad, x); the lanes load what the op reads.
+_MAP = """
+def {fname}({arrays}, out, zero, slope, lo, hi):
     for i in {loop}(out.shape[0]):
-        v = x[i]
+{loads}
         out[i] = {expr}
 """
-
-_BINARY = """
-def {fname}(grad, x, out, zero, slope, lo, hi):
-    for i in {loop}(out.shape[0]):
-        v = x[i]
-        g = grad[i]
-        out[i] = {expr}
-"""
+_LOADS = {1: "        v = x[i]", 2: "        v = x[i]\n        g = grad[i]"}
+_ARRAYS = {1: "x", 2: "grad, x"}
 
 # One byte of the mask per iteration: bit k of byte j is element 8 * j + k (little bit order,
 # as np.packbits(..., bitorder="little")).
@@ -82,26 +77,20 @@ def {fname}(x, y, bits, zero):
 # They cover the first 8 * (n // 8) elements; the serial kernel finishes the tail. Indices are
 # unsigned: a signed index makes numba emit a negative-index wraparound per access, which keeps
 # LLVM from seeing 8 consecutive loads and vectorising them (relu_backward: 24 -> 19.7 ms).
-_UNARY_STREAM = """
-def {fname}(x, out, zero, slope, lo, hi):
+_MAP_STREAM = """
+def {fname}({arrays}, out, zero, slope, lo, hi):
     for j in prange(out.shape[0] // 8):
         s = np.uint64(8) * np.uint64(j)
 {lanes}
         stream8(out, s, r0, r1, r2, r3, r4, r5, r6, r7)
 """
-_UNARY_LANE = """        v = x[s + np.uint64({k})]
-        r{k} = {expr}"""
-
-_BINARY_STREAM = """
-def {fname}(grad, x, out, zero, slope, lo, hi):
-    for j in prange(out.shape[0] // 8):
-        s = np.uint64(8) * np.uint64(j)
-{lanes}
-        stream8(out, s, r0, r1, r2, r3, r4, r5, r6, r7)
-"""
-_BINARY_LANE = """        v = x[s + np.uint64({k})]
+_MAP_LANE = {
+    1: """        v = x[s + np.uint64({k})]
+        r{k} = {expr}""",
+    2: """        v = x[s + np.uint64({k})]
         g = grad[s + np.uint64({k})]
-        r{k} = {expr}"""
+        r{k} = {expr}""",
+}
 
 # The mask kernel keeps signed indices and a byte loop ahead of the lanes: of the variants
 # measured (benchmarks/RESULTS.md) this one ran 13 ms, unsigned indices 27-30 ms.
@@ -216,12 +205,11 @@ def _source(name: str, fname: str, mode: str) -> str:
     stream = mode == "stream"
     if name in OPS:
         op = OPS[name]
-        if op.arity == 1:
-            template, lane = (_UNARY_STREAM, _UNARY_LANE) if stream else (_UNARY, None)
-        else:
-            template, lane = (_BINARY_STREAM, _BINARY_LANE) if stream else (_BINARY, None)
-        lanes = _lanes(lane, expr=op.expr) if stream else ""
-        return template.format(fname=fname, loop=loop, expr=op.expr, lanes=lanes)
+        if stream:
+            return _MAP_STREAM.format(fname=fname, arrays=_ARRAYS[op.arity],
+                                      lanes=_lanes(_MAP_LANE[op.arity], expr=op.expr))
+        return _MAP.format(fname=fname, arrays=_ARRAYS[op.arity], loop=loop,
+                           loads=_LOADS[op.arity], expr=op.expr)
     if name in ("mask_forward", "mask_forward_at_zero"):
         fields = {"relu": OPS["relu"].expr,
                   "passes": OPS[name.replace("mask_forward", "relu_grad")].expr}
