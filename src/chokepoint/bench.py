@@ -15,7 +15,7 @@ import numpy as np
 
 import chokepoint
 from chokepoint.measure import measure
-from chokepoint.measure.roofline import _bandwidths
+from chokepoint.measure.roofline import measure_bandwidths
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     G = rng.standard_normal(shape)
     n = X.size
     out8, outb, outf = np.empty(shape, np.uint8), np.empty(shape, bool), np.empty_like(X)
-    bw = _bandwidths(max(X.nbytes, 2**27), args.min_time)["read_bw"]
+    bw = measure_bandwidths(max(X.nbytes, 2**27), args.min_time)["read_bw"]
     print(f"X {shape} float64, {X.nbytes / 1e6:.1f} MB; backend {chokepoint.get_backend()}; "
           f"read bandwidth {bw / 1e9:.1f} GB/s (measured now)")
 

@@ -27,8 +27,8 @@ import numpy as np
 
 from .timer import measure
 
-__all__ = ["ARRAY_BYTES", "Roofline", "cache_path", "machine_info", "measure_roofline",
-           "roofline"]
+__all__ = ["ARRAY_BYTES", "Roofline", "cache_path", "machine_info", "measure_bandwidths",
+           "measure_roofline", "roofline"]
 
 ARRAY_BYTES = 256 * 2**20
 _FLOP_STEPS = 64
@@ -163,7 +163,9 @@ def cache_path(machine: dict | None = None) -> Path:
     return Path(platformdirs.user_cache_dir("chokepoint")) / f"roofline-{digest}.json"
 
 
-def _bandwidths(nbytes: int, min_time: float) -> dict[str, float]:
+def measure_bandwidths(nbytes: int, min_time: float) -> dict[str, float]:
+    """Read, write, copy and triad bandwidth in B/s on arrays of ``nbytes``, with the threads
+    numba has now (the benchmarks use it to measure the floor in their own run)."""
     n = nbytes // 8
     a = np.ones(n)
     b = np.ones(n)
@@ -202,10 +204,10 @@ def measure_roofline(*, nbytes: int = ARRAY_BYTES, min_time: float = 0.1) -> Roo
     """
     started = time.perf_counter()
     threads = numba.get_num_threads()
-    all_threads = {**_bandwidths(nbytes, min_time), "flops": _flop_rate(min_time)}
+    all_threads = {**measure_bandwidths(nbytes, min_time), "flops": _flop_rate(min_time)}
     numba.set_num_threads(1)
     try:
-        one_thread = {**_bandwidths(nbytes, min_time), "flops": _flop_rate(min_time)}
+        one_thread = {**measure_bandwidths(nbytes, min_time), "flops": _flop_rate(min_time)}
     finally:
         numba.set_num_threads(threads)
     return Roofline(
