@@ -1,23 +1,15 @@
 """chokepoint: ReLU-family kernels at the memory-bandwidth floor, and tools that measure where
 NumPy code spends its time."""
 
-from .kernels import (
-    BACKENDS,
-    GRAD_DTYPES,
-    PackedMask,
-    get_backend,
-    hardtanh,
-    hardtanh_backward,
-    leaky_relu,
-    leaky_relu_backward,
-    relu,
-    relu6,
-    relu6_backward,
-    relu_backward,
-    relu_grad,
-    relu_with_mask,
-    set_backend,
-)
+from . import kernels as _kernels
+from .kernels import BACKENDS as BACKENDS
+from .kernels import GRAD_DTYPES as GRAD_DTYPES
+from .kernels import PackedMask as PackedMask
+from .kernels import get_backend as get_backend
+from .kernels import set_backend as set_backend
+from .kernels.registry import NAMES as _NAMES
+
+globals().update({_name: getattr(_kernels, _name) for _name in _NAMES})
 
 __version__ = "0.1.0"
 
@@ -52,7 +44,7 @@ def load_ipython_extension(ipython) -> None:
 
     load(ipython)
 
-__all__ = [
+__all__ = sorted([
     "BACKENDS",
     "GRAD_DTYPES",
     "Explanation",
@@ -63,19 +55,10 @@ __all__ = [
     "__version__",
     "explain",
     "get_backend",
-    "hardtanh",
-    "hardtanh_backward",
-    "leaky_relu",
-    "leaky_relu_backward",
     "load_ipython_extension",
     "measure",
     "race",
-    "relu",
-    "relu6",
-    "relu6_backward",
-    "relu_backward",
-    "relu_grad",
-    "relu_with_mask",
     "roofline",
     "set_backend",
-]
+    *_NAMES,
+])

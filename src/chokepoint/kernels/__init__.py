@@ -1,35 +1,15 @@
-"""ReLU-family kernels: the public functions, the packed mask, and engine selection."""
+"""Activation kernels: the public functions (built from the registry), the packed mask, and
+engine selection."""
 
-from .api import (
-    GRAD_DTYPES,
-    hardtanh,
-    hardtanh_backward,
-    leaky_relu,
-    leaky_relu_backward,
-    relu,
-    relu6,
-    relu6_backward,
-    relu_backward,
-    relu_grad,
-    relu_with_mask,
-)
-from .backend import BACKENDS, get_backend, set_backend
-from .mask import PackedMask
+from . import api
+from .api import GRAD_DTYPES as GRAD_DTYPES
+from .backend import BACKENDS as BACKENDS
+from .backend import get_backend as get_backend
+from .backend import set_backend as set_backend
+from .mask import PackedMask as PackedMask
+from .registry import NAMES
 
-__all__ = [
-    "BACKENDS",
-    "GRAD_DTYPES",
-    "PackedMask",
-    "get_backend",
-    "hardtanh",
-    "hardtanh_backward",
-    "leaky_relu",
-    "leaky_relu_backward",
-    "relu",
-    "relu6",
-    "relu6_backward",
-    "relu_backward",
-    "relu_grad",
-    "relu_with_mask",
-    "set_backend",
-]
+globals().update({name: getattr(api, name) for name in NAMES})
+
+__all__ = sorted(["BACKENDS", "GRAD_DTYPES", "PackedMask", "get_backend",
+                  "set_backend", *NAMES])

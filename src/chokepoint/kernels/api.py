@@ -31,6 +31,7 @@ Semantics are PyTorch CPU's:
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
@@ -40,20 +41,9 @@ from .dispatch import dispatched
 from .layout import allocation_order, flat_operands
 from .mask import PackedMask
 from .ops import OPS
+from .registry import KERNELS, NAMES, Kernel
 
-__all__ = [
-    "GRAD_DTYPES",
-    "hardtanh",
-    "hardtanh_backward",
-    "leaky_relu",
-    "leaky_relu_backward",
-    "relu",
-    "relu6",
-    "relu6_backward",
-    "relu_backward",
-    "relu_grad",
-    "relu_with_mask",
-]
+__all__ = ["GRAD_DTYPES", *NAMES]
 
 _FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 #: dtypes that :func:`relu_grad` can write.
@@ -64,14 +54,29 @@ GRAD_DTYPES = tuple(np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.float1
 # ---------------------------------------------------------------------------------- validation
 
 def _as_array(value, func: str, arg: str) -> np.ndarray:
-    if isinstance(value, np.ndarray):
-        return value
-    if isinstance(value, PackedMask):
+    if type(value) is np.ndarray:
+        a = value
+    elif isinstance(value, PackedMask):
         raise TypeError(f"{func}: {arg} is a PackedMask; only relu_backward accepts a mask")
-    try:
-        return np.asarray(value)
-    except Exception as exc:  # ragged lists and the like
-        raise TypeError(f"{func}: {arg} cannot be converted to an array: {exc}") from exc
+    elif isinstance(value, np.ma.MaskedArray):
+        raise TypeError(f"{func}: {arg} is a numpy.ma masked array; chokepoint would drop its "
+                        "mask: pass arr.filled(value) or np.asarray(arr) explicitly")
+    elif isinstance(value, np.matrix):
+        raise TypeError(f"{func}: {arg} is a numpy.matrix; pass np.asarray(m) (a plain "
+                        "ndarray) instead")
+    elif isinstance(value, np.ndarray):  # other subclasses are viewed as plain arrays
+        a = value.view(np.ndarray)
+    else:
+        try:
+            a = np.asarray(value)
+        except Exception as exc:  # ragged lists and the like
+            raise TypeError(f"{func}: {arg} cannot be converted to an array: {exc}") from exc
+        if type(a) is not np.ndarray:
+            return _as_array(a, func, arg)
+    if not a.dtype.isnative:
+        # documented: non-native byte order is converted (a copy), the result is native
+        a = a.astype(a.dtype.newbyteorder("="))
+    return a
 
 
 def _check_dtype(func: str, arg: str, a: np.ndarray, integers: bool) -> None:
@@ -92,29 +97,55 @@ def _check_same(func: str, grad: np.ndarray, x: np.ndarray, x_name: str = "x") -
 
 
 def _check_out(func: str, out, shape: tuple[int, ...], dtype: np.dtype) -> None:
-    if not isinstance(out, np.ndarray):
+    if not isinstance(out, np.ndarray) or isinstance(out, (np.ma.MaskedArray, np.matrix)):
         raise TypeError(f"{func}: out must be a numpy.ndarray, got {type(out).__name__}")
     if out.shape != shape:
         raise ValueError(f"{func}: out has shape {out.shape}, expected {shape}")
     if out.dtype != dtype:
-        raise TypeError(f"{func}: out has dtype {out.dtype}, expected {dtype}")
+        order = "" if out.dtype.isnative else " (non-native byte order)"
+        raise TypeError(f"{func}: out has dtype {out.dtype}{order}, expected {dtype}")
     if not out.flags.writeable:
         raise ValueError(f"{func}: out is read-only")
 
 
+# One rule per kind of parameter, one message each.
+
+def _real(func: str, name: str, value) -> float:
+    """A real number as a Python float: int, float, NumPy scalars, fractions; not bool, not NaN."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        kind = "an array" if isinstance(value, np.ndarray) else repr(value)
+        raise TypeError(f"{func}: {name} must be a real number (a scalar), got {kind}")
+    try:
+        result = float(value)
+    except OverflowError:
+        raise ValueError(f"{func}: {name}={value!r} is too large for a float") from None
+    if math.isnan(result):
+        raise ValueError(f"{func}: {name} must not be NaN")
+    return result
+
+
 def _check_real(func: str, **values: float) -> None:
     for name, value in values.items():
-        if (isinstance(value, (bool, np.bool_, complex, np.complexfloating))
-                or not isinstance(value, (int, float, np.number))):
-            raise TypeError(f"{func}: {name} must be a real number, got {value!r}")
-        if math.isnan(float(value)):
-            raise ValueError(f"{func}: {name} must not be NaN")
+        _real(func, name, value)
 
 
 def _check_at_zero(func: str, at_zero) -> int:
-    if at_zero not in (0, 1) or isinstance(at_zero, float):
-        raise ValueError(f"{func}: at_zero must be 0 or 1, got {at_zero!r}")
+    """0 or 1 given as an integer (int or NumPy integer); anything else is a ValueError."""
+    if isinstance(at_zero, (bool, np.bool_)) or not isinstance(at_zero, (int, np.integer)) \
+            or at_zero not in (0, 1):
+        kind = "an array" if isinstance(at_zero, np.ndarray) else repr(at_zero)
+        raise ValueError(f"{func}: at_zero must be the integer 0 or 1, got {kind}")
     return int(at_zero)
+
+
+def _approximate(func: str, name: str, value) -> str:
+    if not isinstance(value, str) or value not in ("none", "tanh"):
+        raise ValueError(f"{func}: {name} must be 'none' or 'tanh', got {value!r}")
+    return value
+
+
+_CHECKS = {"real": _real, "approximate": _approximate,
+           "at_zero": lambda func, name, value: _check_at_zero(func, value)}
 
 
 def _result(func: str, out, shape, dtype, inputs) -> np.ndarray:
@@ -125,10 +156,20 @@ def _result(func: str, out, shape, dtype, inputs) -> np.ndarray:
     return out
 
 
+def _compute_type(dtype: np.dtype):
+    return np.float32 if dtype == np.float16 else dtype.type
+
+
+def _constants(op: str, dtype: np.dtype, values: dict | None = None) -> tuple:
+    """The values of ``OPS[op].params`` in the computation dtype (float32 for float16)."""
+    cast = _compute_type(dtype)
+    with np.errstate(over="ignore"):  # a huge parameter becomes inf in float32, as in torch
+        return tuple(cast(c) for c in OPS[op].constants(values or {}))
+
+
 def _params(dtype: np.dtype, slope: float = 0.0, lo: float = 0.0, hi: float = 0.0):
-    """The operation's constants in the computation dtype (float32 for float16)."""
-    compute = np.dtype(np.float32) if dtype == np.float16 else dtype
-    cast = compute.type
+    """zero, slope, lo, hi in the computation dtype (kept for the mask kernels)."""
+    cast = _compute_type(dtype)
     return cast(0), cast(slope), cast(lo), cast(hi)
 
 
@@ -139,55 +180,104 @@ def _engine_for(*dtypes: np.dtype):
 
 # ------------------------------------------------------------------------------------ runners
 
-def _unary(op: str, func: str, x, out, *, out_dtype=None, **constants) -> np.ndarray:
+def _unary(op: str, func: str, x, out, *, out_dtype=None, values=None) -> np.ndarray:
     x = _as_array(x, func, "x")
     _check_dtype(func, "x", x, OPS[op].integers)
     out_dtype = x.dtype if out_dtype is None else np.dtype(out_dtype)
     result = _result(func, out, x.shape, out_dtype, [x])
     (flat_x,), flat_out, finish = flat_operands([x], result)
-    _engine_for(x.dtype, out_dtype).unary(op, flat_x, flat_out, *_params(x.dtype, **constants))
+    _engine_for(x.dtype, out_dtype).unary(op, flat_x, flat_out, _constants(op, x.dtype, values))
     finish()
     return result
 
 
-def _binary(op: str, func: str, grad, x, out, **constants) -> np.ndarray:
+def _binary(op: str, func: str, grad, x, out, values=None) -> np.ndarray:
     grad = _as_array(grad, func, "grad")
     x = _as_array(x, func, "x")
     _check_dtype(func, "x", x, OPS[op].integers)
     _check_same(func, grad, x)
     result = _result(func, out, x.shape, x.dtype, [grad, x])
     (flat_g, flat_x), flat_out, finish = flat_operands([grad, x], result)
-    _engine_for(x.dtype).binary(op, flat_g, flat_x, flat_out, *_params(x.dtype, **constants))
+    _engine_for(x.dtype).binary(op, flat_g, flat_x, flat_out, _constants(op, x.dtype, values))
     finish()
     return result
 
 
-# ---------------------------------------------------------------------------------- the kernels
+def resolve(kernel: Kernel, *values) -> tuple[str, dict]:
+    """Check a registry kernel's parameter values (positional, in order); its op and constants."""
+    checked = {p.name: _CHECKS[p.check](kernel.name, p.name, v)
+               for p, v in zip(kernel.params, values, strict=True)}
+    if kernel.check is not None:
+        kernel.check(kernel.name, checked)
+    return kernel.resolve(checked)
 
-@dispatched
-def relu(x, *, out=None) -> np.ndarray:
-    """Rectified linear unit, ``max(x, 0)`` with torch's NaN and signed-zero behaviour.
 
-    Parameters
-    ----------
-    x : array_like
-        float16, float32, float64 or integer input.
-    out : numpy.ndarray, optional
-        Where to write the result: ``x``'s shape and dtype. May be ``x`` itself.
+def run(kernel: Kernel, arrays: tuple, out, *values):
+    """Validate and run a registry kernel on NumPy arrays: the body of every generated function."""
+    op, constants = resolve(kernel, *values)
+    if kernel.arity == 1:
+        return _unary(op, kernel.name, arrays[0], out, values=constants)
+    return _binary(op, kernel.name, arrays[0], arrays[1], out, values=constants)
 
-    Returns
-    -------
-    numpy.ndarray
-        ``out`` if given, else a new array of ``x``'s dtype.
 
-    Examples
-    --------
-    >>> import numpy as np, chokepoint
-    >>> chokepoint.relu(np.array([-2.0, -0.0, 3.0, np.nan]))
-    array([ 0., -0.,  3., nan])
-    """
-    return _unary("relu", "relu", x, out)
+# ------------------------------------------------------------------------ generated functions
 
+def _docstring(kernel: Kernel) -> str:
+    ints = " (or an integer dtype)" if OPS[kernel.resolve(_defaults(kernel))[0]].integers else ""
+    lines = [kernel.summary, ""]
+    if kernel.notes:
+        lines += [kernel.notes, ""]
+    lines += ["Parameters", "----------"]
+    if kernel.arity == 2:
+        lines += ["grad : array_like",
+                  f"    Gradient of the loss with respect to ``{kernel.forward}(x)``.",
+                  "x : array_like",
+                  "    The forward pass's input (``grad``'s shape and dtype)."]
+    else:
+        lines += ["x : array_like", f"    float16, float32 or float64 input{ints}."]
+    for p in kernel.params:
+        kind = {"real": "float", "approximate": "{'none', 'tanh'}", "at_zero": "{0, 1}"}[p.check]
+        lines += [f"{p.name} : {kind}, default {p.default!r}", f"    {p.doc}"]
+    inplace = "; ``out=grad`` works in place" if kernel.arity == 2 else "; may be ``x`` itself"
+    lines += ["out : numpy.ndarray, optional",
+              f"    Where to write the result: ``x``'s shape and dtype{inplace}.",
+              "", "Returns", "-------", "numpy.ndarray",
+              "    ``out`` if given, else a new array of ``x``'s dtype."]
+    return "\n".join(lines) + "\n"
+
+
+def _defaults(kernel: Kernel) -> dict:
+    return {p.name: p.default for p in kernel.params}
+
+
+def _generate(kernel: Kernel):
+    """The public function of a registry kernel: real signature, docstring, dispatch."""
+    arrays = ("grad", "x") if kernel.arity == 2 else ("x",)
+    positional = [f"{p.name}={p.default!r}" for p in kernel.params if not p.keyword_only]
+    keyword = [f"{p.name}={p.default!r}" for p in kernel.params if p.keyword_only]
+    signature = ", ".join([*arrays, *positional, "*", *keyword, "out=None"])
+    values = "".join(f", {p.name}" for p in kernel.params)
+    source = (f"def {kernel.name}({signature}):\n"
+              f"    return _run(_kernel, ({', '.join(arrays)},), out{values})\n")
+    namespace = {"_run": run, "_kernel": kernel}
+    exec(compile(source, f"<chokepoint kernel {kernel.name}>", "exec"), namespace)
+    func = namespace[kernel.name]
+    func.__module__ = __name__
+    func.__qualname__ = kernel.name
+    func.__doc__ = _docstring(kernel)
+    return dispatched(func)
+
+
+def _generate_all() -> None:
+    for kernel in KERNELS:
+        if kernel.resolve is not None:
+            globals()[kernel.name] = _generate(kernel)
+
+
+_generate_all()
+
+
+# ------------------------------------------------------------------ kernels with their own logic
 
 @dispatched
 def relu_grad(x, *, dtype=None, at_zero: int = 0, out=None) -> np.ndarray:
@@ -311,138 +401,3 @@ def relu_with_mask(x, *, at_zero: int = 0, out=None) -> tuple[np.ndarray, Packed
     _engine_for(x.dtype).mask_forward(flat_x, flat_out, bits, zero, at_zero)
     finish()
     return result, PackedMask(bits, x.shape, at_zero)
-
-
-@dispatched
-def leaky_relu(x, negative_slope: float = 0.01, *, out=None) -> np.ndarray:
-    """Leaky ReLU: ``x`` where ``x > 0``, else ``negative_slope * x``.
-
-    Parameters
-    ----------
-    x : array_like
-        float16, float32 or float64 input.
-    negative_slope : float
-        Slope for ``x <= 0``, cast to the computation dtype as torch does.
-    out : numpy.ndarray, optional
-        Where to write the result.
-
-    Returns
-    -------
-    numpy.ndarray
-    """
-    _check_real("leaky_relu", negative_slope=negative_slope)
-    return _unary("leaky_relu", "leaky_relu", x, out, slope=negative_slope)
-
-
-@dispatched
-def leaky_relu_backward(grad, x, negative_slope: float = 0.01, *, out=None) -> np.ndarray:
-    """``grad`` where ``x > 0``, else ``grad * negative_slope``, in one pass.
-
-    Parameters
-    ----------
-    grad : array_like
-        Gradient with respect to ``leaky_relu(x)``.
-    x : array_like
-        The forward pass's input (``grad``'s shape and dtype).
-    negative_slope : float
-        The forward pass's slope. The derivative at 0 and at NaN is the slope.
-    out : numpy.ndarray, optional
-        Where to write the result; ``out=grad`` works in place.
-
-    Returns
-    -------
-    numpy.ndarray
-    """
-    _check_real("leaky_relu_backward", negative_slope=negative_slope)
-    return _binary("leaky_relu_backward", "leaky_relu_backward", grad, x, out,
-                   slope=negative_slope)
-
-
-def _check_bounds(func: str, min_val: float, max_val: float) -> None:
-    _check_real(func, min_val=min_val, max_val=max_val)
-    if min_val > max_val:
-        raise ValueError(f"{func}: min_val ({min_val}) must not exceed max_val ({max_val})")
-
-
-@dispatched
-def hardtanh(x, min_val: float = -1.0, max_val: float = 1.0, *, out=None) -> np.ndarray:
-    """Clamp ``x`` to ``[min_val, max_val]``; NaN and the sign of zero pass through.
-
-    Parameters
-    ----------
-    x : array_like
-        float16, float32 or float64 input.
-    min_val, max_val : float
-        The bounds, ``min_val <= max_val``.
-    out : numpy.ndarray, optional
-        Where to write the result.
-
-    Returns
-    -------
-    numpy.ndarray
-    """
-    _check_bounds("hardtanh", min_val, max_val)
-    return _unary("hardtanh", "hardtanh", x, out, lo=min_val, hi=max_val)
-
-
-@dispatched
-def hardtanh_backward(grad, x, min_val: float = -1.0, max_val: float = 1.0, *,
-                      out=None) -> np.ndarray:
-    """``grad`` strictly inside ``(min_val, max_val)``, else 0 (boundaries and NaN included).
-
-    Parameters
-    ----------
-    grad : array_like
-        Gradient with respect to ``hardtanh(x)``.
-    x : array_like
-        The forward pass's input (``grad``'s shape and dtype).
-    min_val, max_val : float
-        The forward pass's bounds.
-    out : numpy.ndarray, optional
-        Where to write the result; ``out=grad`` works in place.
-
-    Returns
-    -------
-    numpy.ndarray
-    """
-    _check_bounds("hardtanh_backward", min_val, max_val)
-    return _binary("hardtanh_backward", "hardtanh_backward", grad, x, out, lo=min_val,
-                   hi=max_val)
-
-
-@dispatched
-def relu6(x, *, out=None) -> np.ndarray:
-    """``min(max(x, 0), 6)``: :func:`hardtanh` with bounds 0 and 6.
-
-    Parameters
-    ----------
-    x : array_like
-        float16, float32 or float64 input.
-    out : numpy.ndarray, optional
-        Where to write the result.
-
-    Returns
-    -------
-    numpy.ndarray
-    """
-    return _unary("hardtanh", "relu6", x, out, lo=0.0, hi=6.0)
-
-
-@dispatched
-def relu6_backward(grad, x, *, out=None) -> np.ndarray:
-    """``grad`` where ``0 < x < 6``, else 0: :func:`hardtanh_backward` with bounds 0 and 6.
-
-    Parameters
-    ----------
-    grad : array_like
-        Gradient with respect to ``relu6(x)``.
-    x : array_like
-        The forward pass's input.
-    out : numpy.ndarray, optional
-        Where to write the result; ``out=grad`` works in place.
-
-    Returns
-    -------
-    numpy.ndarray
-    """
-    return _binary("hardtanh_backward", "relu6_backward", grad, x, out, lo=0.0, hi=6.0)

@@ -5,7 +5,8 @@ chokepoint that handles its arrays; that module is imported only when such an ar
 so dask, torch and cupy stay optional. The library of a type is looked up once and cached.
 
 Rule for mixed arguments: every array argument of one call must come from the same library
-(Python scalars and lists are fine, a :class:`PackedMask` goes with numpy, torch CPU and cupy,
+(Python and NumPy scalars are parameters, not arrays; lists are fine; a
+:class:`PackedMask` goes with numpy, torch CPU and cupy,
 a dask mask with dask). Anything else raises TypeError naming both libraries — convert first
 (``da.from_array``, ``torch.from_numpy``, ``cupy.asarray``).
 """
@@ -19,11 +20,12 @@ from types import ModuleType
 
 import numpy as np
 
+from .registry import NAMES
+
 __all__ = ["KERNELS", "LIBRARIES", "dispatched", "library_of"]
 
-#: the public kernels; every handler module in LIBRARIES implements each of them
-KERNELS = ("hardtanh", "hardtanh_backward", "leaky_relu", "leaky_relu_backward", "relu", "relu6",
-           "relu6_backward", "relu_backward", "relu_grad", "relu_with_mask")
+#: the public kernels (from the registry); every handler module in LIBRARIES implements each
+KERNELS = NAMES
 
 #: library (top-level module of the array's type) -> chokepoint module that handles it
 LIBRARIES = {
@@ -36,13 +38,18 @@ _library_of_type: dict[type, str] = {}
 
 
 def library_of(value) -> str | None:
-    """``"numpy"``, ``"dask"``, ``"torch"``, ``"cupy"`` for arrays; None for anything else."""
+    """``"numpy"``, ``"dask"``, ``"torch"``, ``"cupy"`` for arrays; None for anything else.
+
+    NumPy scalars (``np.float64(0.1)``) are None: they are parameters, not arrays.
+    """
     kind = type(value)
     known = _library_of_type.get(kind)
     if known is None:
         top = kind.__module__.split(".", 1)[0]
-        if issubclass(kind, np.ndarray) or issubclass(kind, np.generic):
+        if issubclass(kind, np.ndarray):
             known = "numpy"
+        elif issubclass(kind, np.generic):
+            known = ""
         elif top in LIBRARIES:
             known = top
         elif top == "chokepoint":  # masks: PackedMask is "any", a dask mask is "dask"
@@ -51,6 +58,9 @@ def library_of(value) -> str | None:
             known = ""
         _library_of_type[kind] = known
     return known or None
+
+
+_SCALARS = frozenset({int, float, str, type(None)})
 
 
 def _handler(library: str) -> ModuleType:
@@ -63,20 +73,21 @@ def dispatched(func: Callable) -> Callable:
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        # fast path: plain NumPy arrays and Python scalars (the common call)
+        if all(type(a) is np.ndarray or type(a) in _SCALARS for a in args) and \
+                all(type(v) is np.ndarray or type(v) in _SCALARS for v in kwargs.values()):
+            return func(*args, **kwargs)
         libraries = {}
-        for position, value in enumerate(args):
+        for where, value in (*enumerate(args), *kwargs.items()):
             library = library_of(value)
             if library is not None:
-                libraries.setdefault(library, position)
-        out_library = library_of(kwargs.get("out"))
-        if out_library is not None:
-            libraries.setdefault(out_library, "out")
+                libraries.setdefault(library, where)
         foreign = [lib for lib in libraries if lib not in ("numpy", "any")]
         if not foreign:
             return func(*args, **kwargs)
         if len(foreign) > 1 or "numpy" in libraries:
-            found = ", ".join(f"{'out' if where == 'out' else f'argument {where + 1}'} is "
-                              f"{lib}" for lib, where in libraries.items())
+            found = ", ".join(f"{where if isinstance(where, str) else f'argument {where + 1}'} "
+                              f"is {lib}" for lib, where in libraries.items())
             raise TypeError(f"{name}: arrays from different libraries ({found}); convert them "
                             "to one library first")
         return getattr(_handler(foreign[0]), name)(*args, **kwargs)

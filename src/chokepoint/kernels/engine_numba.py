@@ -29,6 +29,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from . import vocabulary
 from .ops import OPS
 
 __all__ = [
@@ -48,7 +49,7 @@ STREAM_MIN_BYTES = 16 << 20
 
 # An elementwise map over one array (x) or two (grad, x); the lanes load what the op reads.
 _MAP = """
-def {fname}({arrays}, out, zero, slope, lo, hi):
+def {fname}({arrays}, out, {params}):
     for i in {loop}(out.shape[0]):
 {loads}
         out[i] = {expr}
@@ -78,7 +79,7 @@ def {fname}(x, y, bits, zero):
 # unsigned: a signed index makes numba emit a negative-index wraparound per access, which keeps
 # LLVM from seeing 8 consecutive loads and vectorising them (relu_backward: 24 -> 19.7 ms).
 _MAP_STREAM = """
-def {fname}({arrays}, out, zero, slope, lo, hi):
+def {fname}({arrays}, out, {params}):
     for j in prange(out.shape[0] // 8):
         s = np.uint64(8) * np.uint64(j)
 {lanes}
@@ -133,21 +134,6 @@ def {fname}(grad, bits, out, zero):
 """
 
 
-@numba.njit(inline="always")
-def _select(c, a, b):
-    return a if c else b
-
-
-@numba.njit(inline="always")
-def _logical_not(c):
-    return not c
-
-
-@numba.njit(inline="always")
-def _logical_and(c, d):
-    return c & d
-
-
 @intrinsic
 def _stream8(typingctx, arr, index, v0, v1, v2, v3, v4, v5, v6, v7):
     """Store v0..v7 at arr[index:index + 8] with 16-byte non-temporal stores.
@@ -184,10 +170,8 @@ _NAMESPACE = {
     "__name__": __name__,  # numba's cache rebuilds a kernel's globals by importing this module
     "np": np,
     "prange": numba.prange,
-    "select": _select,
-    "logical_not": _logical_not,
-    "logical_and": _logical_and,
     "stream8": _stream8,
+    **vocabulary.NUMBA,
 }
 _kernels: dict[tuple[str, str], Callable] = {}
 _compile_lock = threading.Lock()
@@ -199,6 +183,11 @@ def _lanes(lane: str, **fields: str) -> str:
     return "\n".join(lane.format(k=k, bit=1 << k, **fields) for k in range(8))
 
 
+def _param_list(op) -> str:
+    """The kernel's constant arguments: the op's own parameters, in :attr:`Op.params` order."""
+    return ", ".join(op.params)
+
+
 def _source(name: str, fname: str, mode: str) -> str:
     """Python source of kernel ``name`` in ``mode`` ("serial", "parallel" or "stream")."""
     loop = "range" if mode == "serial" else "prange"
@@ -207,8 +196,10 @@ def _source(name: str, fname: str, mode: str) -> str:
         op = OPS[name]
         if stream:
             return _MAP_STREAM.format(fname=fname, arrays=_ARRAYS[op.arity],
+                                      params=_param_list(op),
                                       lanes=_lanes(_MAP_LANE[op.arity], expr=op.expr))
         return _MAP.format(fname=fname, arrays=_ARRAYS[op.arity], loop=loop,
+                           params=_param_list(op),
                            loads=_LOADS[op.arity], expr=op.expr)
     if name in ("mask_forward", "mask_forward_at_zero"):
         fields = {"relu": OPS["relu"].expr,
@@ -279,15 +270,18 @@ def _tail(name: str, args: tuple, start: int) -> tuple:
     return (*(a[start:] for a in args[:arrays]), *args[arrays:])
 
 
-def unary(name: str, x: np.ndarray, out: np.ndarray, zero, slope, lo, hi) -> None:
-    """``out[i] = OPS[name](x[i])`` for flat contiguous ``x`` and ``out``."""
-    _launch(name, out, x, out, zero, slope, lo, hi)
+def unary(name: str, x: np.ndarray, out: np.ndarray, constants: tuple) -> None:
+    """``out[i] = OPS[name](x[i])`` for flat contiguous ``x`` and ``out``.
+
+    ``constants`` holds the values of ``OPS[name].params``, in the computation dtype.
+    """
+    _launch(name, out, x, out, *constants)
 
 
-def binary(name: str, grad: np.ndarray, x: np.ndarray, out: np.ndarray, zero, slope, lo,
-           hi) -> None:
+def binary(name: str, grad: np.ndarray, x: np.ndarray, out: np.ndarray,
+           constants: tuple) -> None:
     """``out[i] = OPS[name](grad[i], x[i])`` for flat contiguous arrays."""
-    _launch(name, out, grad, x, out, zero, slope, lo, hi)
+    _launch(name, out, grad, x, out, *constants)
 
 
 def mask_forward(x: np.ndarray, y: np.ndarray, bits: np.ndarray, zero, at_zero: int) -> None:

@@ -12,6 +12,7 @@ from types import CodeType
 
 import numpy as np
 
+from . import vocabulary
 from .ops import OPS
 
 __all__ = ["BLOCK", "NAME", "binary", "mask_backward", "mask_forward", "unary"]
@@ -19,7 +20,7 @@ __all__ = ["BLOCK", "NAME", "binary", "mask_backward", "mask_forward", "unary"]
 NAME = "numpy"
 BLOCK = 1 << 15  # a multiple of 8, so that mask blocks start on a byte
 
-_FUNCTIONS = {"select": np.where, "logical_not": np.logical_not, "logical_and": np.logical_and}
+_FUNCTIONS = vocabulary.NUMPY
 _CODE: dict[str, CodeType] = {
     name: compile(op.expr, f"<chokepoint op {name}>", "eval") for name, op in OPS.items()
 }
@@ -30,7 +31,9 @@ def _compute_view(block: np.ndarray) -> np.ndarray:
 
 
 def _evaluate(name: str, v: np.ndarray, g: np.ndarray | None, params: dict) -> np.ndarray:
-    return eval(_CODE[name], {"__builtins__": {}}, {**_FUNCTIONS, **params, "v": v, "g": g})
+    # select() evaluates both branches: an overflow in the branch not taken is no error
+    with np.errstate(all="ignore"):
+        return eval(_CODE[name], {"__builtins__": {}}, {**_FUNCTIONS, **params, "v": v, "g": g})
 
 
 def _blocks(n: int):
@@ -38,17 +41,20 @@ def _blocks(n: int):
         yield start, min(start + BLOCK, n)
 
 
-def unary(name: str, x: np.ndarray, out: np.ndarray, zero, slope, lo, hi) -> None:
-    """``out[i] = OPS[name](x[i])`` for flat contiguous ``x`` and ``out``."""
-    params = {"zero": zero, "slope": slope, "lo": lo, "hi": hi}
+def unary(name: str, x: np.ndarray, out: np.ndarray, constants: tuple) -> None:
+    """``out[i] = OPS[name](x[i])`` for flat contiguous ``x`` and ``out``.
+
+    ``constants`` holds the values of ``OPS[name].params``, in the computation dtype.
+    """
+    params = dict(zip(OPS[name].params, constants, strict=True))
     for start, stop in _blocks(out.shape[0]):
         out[start:stop] = _evaluate(name, _compute_view(x[start:stop]), None, params)
 
 
-def binary(name: str, grad: np.ndarray, x: np.ndarray, out: np.ndarray, zero, slope, lo,
-           hi) -> None:
+def binary(name: str, grad: np.ndarray, x: np.ndarray, out: np.ndarray,
+           constants: tuple) -> None:
     """``out[i] = OPS[name](grad[i], x[i])`` for flat contiguous arrays."""
-    params = {"zero": zero, "slope": slope, "lo": lo, "hi": hi}
+    params = dict(zip(OPS[name].params, constants, strict=True))
     for start, stop in _blocks(out.shape[0]):
         v = _compute_view(x[start:stop])
         g = _compute_view(grad[start:stop])

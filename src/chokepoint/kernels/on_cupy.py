@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 
 import numpy as np
 
-from . import api
+from . import api, vocabulary
 from .dispatch import KERNELS
 from .mask import PackedMask
 from .ops import OPS
+from .registry import BY_NAME
 
-__all__ = ["cuda_expression", "from_torch", *KERNELS]
+__all__ = ["cuda_expression", "from_torch", "kernel_source", *KERNELS]
 
 _BINARY_OPERATORS = {ast.Mult: "*", ast.Add: "+", ast.Sub: "-", ast.Div: "/"}
 _COMPARISONS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
@@ -43,6 +45,8 @@ def cuda_expression(expr: str) -> str:
             return node.id
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
             return repr(node.value)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return f"(-{emit(node.operand)})"
         if isinstance(node, ast.BinOp) and type(node.op) in _BINARY_OPERATORS:
             return f"({emit(node.left)} {_BINARY_OPERATORS[type(node.op)]} {emit(node.right)})"
         if isinstance(node, ast.Compare) and len(node.ops) == 1 \
@@ -57,6 +61,8 @@ def cuda_expression(expr: str) -> str:
                 return f"(!{args[0]})"
             if node.func.id == "logical_and" and len(args) == 2:
                 return f"({args[0]} && {args[1]})"
+            if node.func.id in vocabulary.CUDA and len(args) == 1:
+                return f"{vocabulary.CUDA[node.func.id]}({args[0]})"
         raise ValueError(f"cannot translate {ast.dump(node)} to CUDA")
 
     return emit(ast.parse(expr, mode="eval").body)
@@ -66,14 +72,27 @@ def cuda_expression(expr: str) -> str:
 def _kernel(name: str):
     import cupy
 
+    source = kernel_source(name)
+    return cupy.ElementwiseKernel(source[0], "O y", source[1], f"chokepoint_{name}")
+
+
+def kernel_source(name: str) -> tuple[str, str]:
+    """``(in_params, body)`` of the CuPy ElementwiseKernel for operation ``name``.
+
+    The constants are the operation's own (:attr:`~.ops.Op.params`), of the computation type
+    ``C``; half precision inputs compute in float (``C``) and round once on the store.
+
+    Examples
+    --------
+    >>> kernel_source("relu")
+    ('X x, C zero', 'C v = (C)x; y = (O)(((v < zero) ? (zero) : (v)));')
+    """
     op = OPS[name]
+    constants = "".join(f", C {p}" for p in op.params)
     body = f"y = (O)({cuda_expression(op.expr)});"
     if op.arity == 1:
-        params, prologue = "X x, C zero, C slope, C lo, C hi", "C v = (C)x;"
-    else:
-        params, prologue = "X grad, X x, C zero, C slope, C lo, C hi", \
-            "C v = (C)x; C g = (C)grad;"
-    return cupy.ElementwiseKernel(params, "O y", f"{prologue} {body}", f"chokepoint_{name}")
+        return f"X x{constants}", f"C v = (C)x; {body}"
+    return f"X grad, X x{constants}", f"C v = (C)x; C g = (C)grad; {body}"
 
 
 @functools.cache
@@ -90,9 +109,9 @@ def _meta(a) -> np.ndarray:
     return np.empty((0,) * a.ndim, dtype=a.dtype)
 
 
-def _constants(dtype, **values) -> tuple:
-    """zero, slope, lo, hi in the computation dtype: the CPU path's own rule."""
-    return api._params(np.dtype(dtype), **values)
+def _constants(op: str, dtype, values: dict | None = None) -> tuple:
+    """The op's constants in the computation dtype: the CPU path's own rule."""
+    return api._constants(op, np.dtype(dtype), values)
 
 
 def _output(name: str, out, shape, dtype):
@@ -109,35 +128,33 @@ def _output(name: str, out, shape, dtype):
     return out
 
 
-def _unary(name: str, op: str, x, out=None, **constants):
-    dtype = getattr(api, name)(_meta(x), **_public(name, constants)).dtype
-    y = _output(name, out, x.shape, dtype)
-    _kernel(op)(x, *_constants(x.dtype, **constants), y)
+def _run(name: str, *args, **kwargs):
+    """A registry kernel on CuPy arrays: validated by the NumPy path on empty arrays first."""
+    kernel = BY_NAME[name]
+    bound = inspect.signature(getattr(api, name)).bind(*args, **kwargs)
+    bound.apply_defaults()
+    values = list(bound.arguments.values())
+    arrays, params, out = values[:kernel.arity], values[kernel.arity:-1], values[-1]
+    if kernel.arity == 2 and arrays[0].shape != arrays[1].shape:
+        raise ValueError(f"{name}: grad has shape {arrays[0].shape} but x has "
+                         f"{arrays[1].shape}; they must match (no broadcasting)")
+    dtype = getattr(api, name)(*[_meta(a) for a in arrays], *params).dtype
+    op, constants = api.resolve(kernel, *params)
+    y = _output(name, out, arrays[-1].shape, dtype)
+    _kernel(op)(*arrays, *_constants(op, arrays[-1].dtype, constants), y)
     return y
 
 
-def _binary(name: str, op: str, grad, x, out=None, **constants):
-    if grad.shape != x.shape:
-        raise ValueError(f"{name}: grad has shape {grad.shape} but x has {x.shape}; "
-                         "they must match (no broadcasting)")
-    dtype = getattr(api, name)(_meta(grad), _meta(x), **_public(name, constants)).dtype
-    y = _output(name, out, x.shape, dtype)
-    _kernel(op)(grad, x, *_constants(x.dtype, **constants), y)
-    return y
+def _handler(name: str):
+    def handler(*args, **kwargs):
+        return _run(name, *args, **kwargs)
+
+    handler.__name__ = handler.__qualname__ = name
+    handler.__doc__ = f":func:`chokepoint.{name}` on CuPy arrays (same arguments)."
+    return handler
 
 
-def _public(name: str, constants: dict) -> dict:
-    """The public function's keyword arguments for ``constants`` (for validation)."""
-    mapping = {"leaky_relu": {"slope": "negative_slope"},
-               "leaky_relu_backward": {"slope": "negative_slope"},
-               "hardtanh": {"lo": "min_val", "hi": "max_val"},
-               "hardtanh_backward": {"lo": "min_val", "hi": "max_val"}}.get(name)
-    return {mapping[k]: v for k, v in constants.items()} if mapping else {}
-
-
-def relu(x, *, out=None):
-    """:func:`chokepoint.relu` on a CuPy array."""
-    return _unary("relu", "relu", x, out)
+globals().update({name: _handler(name) for name in KERNELS if BY_NAME[name].resolve})
 
 
 def relu_grad(x, *, dtype=None, at_zero: int = 0, out=None):
@@ -146,7 +163,7 @@ def relu_grad(x, *, dtype=None, at_zero: int = 0, out=None):
                           (out.dtype if out is not None else None), at_zero=at_zero).dtype
     y = _output("relu_grad", out, x.shape, dtype)
     op = "relu_grad_at_zero" if at_zero else "relu_grad"
-    _kernel(op)(x, *_constants(x.dtype), y)
+    _kernel(op)(x, *_constants(op, x.dtype), y)
     return y
 
 
@@ -160,11 +177,16 @@ def relu_backward(grad, x_or_mask, *, at_zero: int | None = None, out=None):
             raise ValueError(f"relu_backward: grad has shape {grad.shape} but the mask has "
                              f"{mask.shape}")
         y = _output("relu_backward", out, grad.shape, grad.dtype)
-        _mask_backward_kernel()(grad, mask.bits, _constants(grad.dtype)[0], y)
+        _mask_backward_kernel()(grad, mask.bits, _constants("relu", grad.dtype)[0], y)
         return y
     op = "relu_backward_at_zero" if at_zero else "relu_backward"
-    api.relu_backward(_meta(grad), _meta(x_or_mask), at_zero=at_zero)
-    return _binary("relu_backward", op, grad, x_or_mask, out)
+    if grad.shape != x_or_mask.shape:
+        raise ValueError(f"relu_backward: grad has shape {grad.shape} but x has "
+                         f"{x_or_mask.shape}; they must match (no broadcasting)")
+    dtype = api.relu_backward(_meta(grad), _meta(x_or_mask), at_zero=at_zero).dtype
+    y = _output("relu_backward", out, grad.shape, dtype)
+    _kernel(op)(grad, x_or_mask, *_constants(op, grad.dtype), y)
+    return y
 
 
 def relu_with_mask(x, *, at_zero: int = 0, out=None):
@@ -173,44 +195,11 @@ def relu_with_mask(x, *, at_zero: int = 0, out=None):
 
     api.relu_with_mask(_meta(x), at_zero=at_zero)
     passes = cupy.empty(x.shape, bool)
-    _kernel("relu_grad_at_zero" if at_zero else "relu_grad")(x, *_constants(x.dtype), passes)
-    y = relu(x, out=out)
+    grad_op = "relu_grad_at_zero" if at_zero else "relu_grad"
+    _kernel(grad_op)(x, *_constants(grad_op, x.dtype), passes)
+    y = globals()["relu"](x, out=out)
     bits = cupy.packbits(passes.reshape(-1), bitorder="little")
     return y, PackedMask(bits, x.shape, at_zero)
-
-
-def leaky_relu(x, negative_slope: float = 0.01, *, out=None):
-    """:func:`chokepoint.leaky_relu` on a CuPy array."""
-    return _unary("leaky_relu", "leaky_relu", x, out, slope=negative_slope)
-
-
-def leaky_relu_backward(grad, x, negative_slope: float = 0.01, *, out=None):
-    """:func:`chokepoint.leaky_relu_backward` on CuPy arrays."""
-    return _binary("leaky_relu_backward", "leaky_relu_backward", grad, x, out,
-                   slope=negative_slope)
-
-
-def hardtanh(x, min_val: float = -1.0, max_val: float = 1.0, *, out=None):
-    """:func:`chokepoint.hardtanh` on a CuPy array."""
-    return _unary("hardtanh", "hardtanh", x, out, lo=min_val, hi=max_val)
-
-
-def hardtanh_backward(grad, x, min_val: float = -1.0, max_val: float = 1.0, *, out=None):
-    """:func:`chokepoint.hardtanh_backward` on CuPy arrays."""
-    return _binary("hardtanh_backward", "hardtanh_backward", grad, x, out, lo=min_val,
-                   hi=max_val)
-
-
-def relu6(x, *, out=None):
-    """:func:`chokepoint.relu6` on a CuPy array."""
-    api.relu6(_meta(x))
-    return _unary("hardtanh", "hardtanh", x, out, lo=0.0, hi=6.0)
-
-
-def relu6_backward(grad, x, *, out=None):
-    """:func:`chokepoint.relu6_backward` on CuPy arrays."""
-    api.relu6_backward(_meta(grad), _meta(x))
-    return _binary("hardtanh_backward", "hardtanh_backward", grad, x, out, lo=0.0, hi=6.0)
 
 
 def from_torch(name: str, *args, **kwargs):

@@ -15,6 +15,7 @@ together (``dask.compute(y, mask)``) that task runs once.
 from __future__ import annotations
 
 import functools
+import inspect
 
 import dask.array as da
 import numpy as np
@@ -22,6 +23,7 @@ import numpy as np
 from . import api
 from .dispatch import KERNELS
 from .mask import PackedMask
+from .registry import BY_NAME
 
 __all__ = ["DaskPackedMask", *KERNELS]
 
@@ -102,48 +104,32 @@ def _binary(name: str, grad, x, *args, **kwargs) -> da.Array:
                          meta=np.empty((0,) * x.ndim, dtype))
 
 
-def relu(x, **kwargs):
-    """:func:`chokepoint.relu` on a dask array."""
-    return _unary("relu", x, **kwargs)
+def _arguments(name: str, args: tuple, kwargs: dict) -> tuple[list, dict]:
+    """The array arguments and the others (by keyword), bound to the public signature."""
+    bound = inspect.signature(getattr(api, name)).bind(*args, **kwargs)
+    arity = BY_NAME[name].arity
+    names = list(bound.arguments)
+    arrays = [bound.arguments[n] for n in names[:arity]]
+    return arrays, {n: bound.arguments[n] for n in names[arity:]}
 
 
-def relu_grad(x, **kwargs):
-    """:func:`chokepoint.relu_grad` on a dask array."""
-    return _unary("relu_grad", x, **kwargs)
+def _handler(name: str):
+    def handler(*args, **kwargs):
+        arrays, others = _arguments(name, args, kwargs)
+        return (_unary if len(arrays) == 1 else _binary)(name, *arrays, **others)
+
+    handler.__name__ = handler.__qualname__ = name
+    handler.__doc__ = f":func:`chokepoint.{name}` on dask arrays (lazy, blockwise)."
+    return handler
 
 
-def leaky_relu(x, *args, **kwargs):
-    """:func:`chokepoint.leaky_relu` on a dask array."""
-    return _unary("leaky_relu", x, *args, **kwargs)
+globals().update({name: _handler(name) for name in KERNELS
+                  if name not in ("relu_backward", "relu_with_mask")})
 
 
-def hardtanh(x, *args, **kwargs):
-    """:func:`chokepoint.hardtanh` on a dask array."""
-    return _unary("hardtanh", x, *args, **kwargs)
-
-
-def relu6(x, **kwargs):
-    """:func:`chokepoint.relu6` on a dask array."""
-    return _unary("relu6", x, **kwargs)
-
-
-def leaky_relu_backward(grad, x, *args, **kwargs):
-    """:func:`chokepoint.leaky_relu_backward` on dask arrays."""
-    return _binary("leaky_relu_backward", grad, x, *args, **kwargs)
-
-
-def hardtanh_backward(grad, x, *args, **kwargs):
-    """:func:`chokepoint.hardtanh_backward` on dask arrays."""
-    return _binary("hardtanh_backward", grad, x, *args, **kwargs)
-
-
-def relu6_backward(grad, x, **kwargs):
-    """:func:`chokepoint.relu6_backward` on dask arrays."""
-    return _binary("relu6_backward", grad, x, **kwargs)
-
-
-def relu_backward(grad, x_or_mask, **kwargs):
+def relu_backward(*args, **kwargs):
     """:func:`chokepoint.relu_backward` on dask arrays, from ``x`` or a :class:`DaskPackedMask`."""
+    (grad, x_or_mask), kwargs = _arguments("relu_backward", args, kwargs)
     if not isinstance(x_or_mask, DaskPackedMask):
         return _binary("relu_backward", grad, x_or_mask, **kwargs)
     _no_out("relu_backward", kwargs)

@@ -31,10 +31,11 @@ def _check(name: str, t, what: str) -> None:
 
 
 def _call(name: str, *args, **kwargs):
-    tensors = [a for a in (*args, kwargs.get("out")) if isinstance(a, torch.Tensor)]
-    for i, t in enumerate(tensors):
-        _check(name, t, "out" if t is kwargs.get("out") else f"tensor {i + 1}")
-    devices = {t.device.type for t in tensors}
+    tensors = [(f"argument {k + 1}" if isinstance(k, int) else k, a)
+               for k, a in (*enumerate(args), *kwargs.items()) if isinstance(a, torch.Tensor)]
+    for what, t in tensors:
+        _check(name, t, what)
+    devices = {t.device.type for _, t in tensors}
     if devices - {"cpu"}:
         if devices != {"cuda"}:
             raise TypeError(f"{name}: tensors on different devices ({sorted(devices)})")
@@ -45,6 +46,8 @@ def _call(name: str, *args, **kwargs):
     def to_numpy(v):
         return v.numpy() if isinstance(v, torch.Tensor) else v
 
+    if isinstance(kwargs.get("dtype"), torch.dtype):  # relu_grad: a torch dtype is fine too
+        kwargs["dtype"] = torch.empty(0, dtype=kwargs["dtype"]).numpy().dtype
     out = kwargs.get("out")
     result = getattr(api, name)(*[to_numpy(a) for a in args],
                                 **{k: to_numpy(v) for k, v in kwargs.items()})
@@ -54,55 +57,13 @@ def _call(name: str, *args, **kwargs):
     return out if out is not None else torch.from_numpy(result)
 
 
-def relu(x, **kwargs):
-    """:func:`chokepoint.relu` on a tensor."""
-    return _call("relu", x, **kwargs)
+def _handler(name: str):
+    def handler(*args, **kwargs):
+        return _call(name, *args, **kwargs)
+
+    handler.__name__ = handler.__qualname__ = name
+    handler.__doc__ = f":func:`chokepoint.{name}` on tensors (same arguments)."
+    return handler
 
 
-def relu_grad(x, **kwargs):
-    """:func:`chokepoint.relu_grad` on a tensor; ``dtype`` may be a torch or NumPy dtype."""
-    dtype = kwargs.get("dtype")
-    if isinstance(dtype, torch.dtype):
-        kwargs["dtype"] = torch.empty(0, dtype=dtype).numpy().dtype
-    return _call("relu_grad", x, **kwargs)
-
-
-def relu_backward(grad, x_or_mask, **kwargs):
-    """:func:`chokepoint.relu_backward` on tensors, from ``x`` or a PackedMask."""
-    return _call("relu_backward", grad, x_or_mask, **kwargs)
-
-
-def relu_with_mask(x, **kwargs):
-    """:func:`chokepoint.relu_with_mask` on a tensor: ``(tensor, PackedMask)``."""
-    return _call("relu_with_mask", x, **kwargs)
-
-
-def leaky_relu(x, *args, **kwargs):
-    """:func:`chokepoint.leaky_relu` on a tensor."""
-    return _call("leaky_relu", x, *args, **kwargs)
-
-
-def leaky_relu_backward(grad, x, *args, **kwargs):
-    """:func:`chokepoint.leaky_relu_backward` on tensors."""
-    return _call("leaky_relu_backward", grad, x, *args, **kwargs)
-
-
-def hardtanh(x, *args, **kwargs):
-    """:func:`chokepoint.hardtanh` on a tensor."""
-    return _call("hardtanh", x, *args, **kwargs)
-
-
-def hardtanh_backward(grad, x, *args, **kwargs):
-    """:func:`chokepoint.hardtanh_backward` on tensors."""
-    return _call("hardtanh_backward", grad, x, *args, **kwargs)
-
-
-def relu6(x, **kwargs):
-    """:func:`chokepoint.relu6` on a tensor."""
-    return _call("relu6", x, **kwargs)
-
-
-def relu6_backward(grad, x, **kwargs):
-    """:func:`chokepoint.relu6_backward` on tensors."""
-    return _call("relu6_backward", grad, x, **kwargs)
-
+globals().update({name: _handler(name) for name in KERNELS})

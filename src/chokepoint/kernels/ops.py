@@ -1,28 +1,50 @@
 """The one table of elementwise operations, shared by every engine.
 
-Each operation is a scalar expression written once, in a small vocabulary that both engines
-evaluate: the numba engine compiles it inside a ``prange`` loop, the NumPy engine evaluates it
-on blocks of elements. The names an expression may use:
+Each operation is a scalar expression written once, in a small vocabulary that every engine
+evaluates: the numba engine compiles it inside a ``prange`` loop, the NumPy engine evaluates it
+on blocks of elements, :mod:`.on_cupy` translates it to C. The names an expression may use:
 
 ``v``
     an element of ``x`` (in the computation dtype: float32 for float16 input).
 ``g``
     the matching element of ``grad`` (binary operations only).
-``zero``, ``slope``, ``lo``, ``hi``
-    parameters, cast to the computation dtype before the call.
+any other name that is not a function
+    a constant: an operation's parameter (``zero``, ``slope``, ``lo``, ``hi``, ``alpha``,
+    ``beta``, ``threshold``) or a fixed number from :attr:`Op.fixed`. Every constant is cast to
+    the computation dtype before the call, so a float32 kernel computes in float32 (a literal
+    ``1.0`` would be a float64 and promote it). :attr:`Op.params` lists them in the order the
+    engines receive them.
 ``select(c, a, b)``, ``logical_not(c)``, ``logical_and(c, d)``
     elementwise ``a if c else b``, ``not c``, ``c and d``.
+``exp``, ``expm1``, ``log1p``, ``erf``, ``tanh``
+    the elementary functions (:data:`FUNCTIONS`); each engine binds them to its own
+    implementation (see :mod:`.vocabulary`).
 
-The semantics are PyTorch CPU's (see the module docs of :mod:`chokepoint.kernels.api`).
-Backward operations are selects, not products: ``relu_backward`` returns an exact 0 where the
-derivative is 0 even when ``grad`` holds NaN or infinity, as ``torch.threshold_backward`` does.
+The semantics are PyTorch CPU's (see docs/kernels.md). Backward operations of the ReLU family
+are selects, not products: ``relu_backward`` returns an exact 0 where the derivative is 0 even
+when ``grad`` holds NaN or infinity, as ``torch.threshold_backward`` does.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import ast
+import math
+from dataclasses import dataclass, field
 
-__all__ = ["OPS", "Op"]
+__all__ = ["FUNCTIONS", "OPS", "Op"]
+
+#: every function an expression may call
+FUNCTIONS = ("select", "logical_not", "logical_and", "exp", "expm1", "log1p", "erf", "tanh")
+
+
+def _constant_names(expr: str) -> tuple[str, ...]:
+    """The constants of ``expr``: free names other than v, g and functions, in first-use order."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(expr, mode="eval")):
+        if isinstance(node, ast.Name) and node.id not in ("v", "g", *FUNCTIONS) \
+                and node.id not in names:
+            names.append(node.id)
+    return tuple(sorted(names))
 
 
 @dataclass(frozen=True)
@@ -39,13 +61,37 @@ class Op:
         The scalar expression (see the module docstring for its vocabulary).
     integers : bool
         Whether integer inputs are accepted (exact operations only).
+    fixed : dict
+        Named numbers the expression uses (cast to the computation dtype like parameters).
+    params : tuple of str
+        Every constant of ``expr`` (parameters and fixed numbers), sorted: the order in which
+        the engines receive their values. Derived from ``expr``.
     """
 
     name: str
     arity: int
     expr: str
     integers: bool = False
+    fixed: dict = field(default_factory=dict)
+    params: tuple = field(init=False)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", _constant_names(self.expr))
+
+    def constants(self, values: dict) -> tuple:
+        """The values of :attr:`params` in order, from ``values`` and :attr:`fixed`."""
+        merged = {"zero": 0.0, "one": 1.0, **self.fixed, **values}
+        return tuple(merged[p] for p in self.params)
+
+
+# torch's constants (aten/src/ATen/native/cpu/Activation.cpp)
+_SQRT1_2 = math.sqrt(0.5)
+_GELU_PDF = 2.0 / math.sqrt(math.pi) * _SQRT1_2 * 0.5   # M_2_SQRTPI * M_SQRT1_2 * 0.5
+_GELU_TANH_BETA = math.sqrt(2.0) * 2.0 / math.sqrt(math.pi) * 0.5  # M_SQRT2 * M_2_SQRTPI * 0.5
+_GELU_KAPPA = 0.044715
+_GELU = {"half": 0.5, "sqrt1_2": _SQRT1_2, "pdf": _GELU_PDF}
+_GELU_TANH = {"half": 0.5, "kbeta": _GELU_TANH_BETA, "kappa": _GELU_KAPPA,
+              "three_kappa": 3.0 * _GELU_KAPPA}
 
 _TABLE = [
     # Forward passes: the result has the input's dtype and keeps the sign of zero and NaN.
@@ -62,6 +108,30 @@ _TABLE = [
     Op("leaky_relu_backward", 2, "select(v > zero, g, g * slope)"),
     # Strictly inside (lo, hi): 0 at both boundaries, and NaN blocks the gradient.
     Op("hardtanh_backward", 2, "select(logical_and(v > lo, v < hi), g, zero)"),
+    # GELU, exact: x * Phi(x); backward grad * (Phi(x) + x * phi(x)) (torch's GeluKernelImpl).
+    Op("gelu", 1, "v * half * (one + erf(v * sqrt1_2))", fixed=_GELU),
+    Op("gelu_backward", 2,
+       "g * (half * (one + erf(v * sqrt1_2)) + v * (exp(-half * v * v) * pdf))", fixed=_GELU),
+    # GELU, tanh approximation (torch's approximate="tanh").
+    Op("gelu_tanh", 1, "half * v * (one + tanh(kbeta * (v + kappa * (v * v * v))))",
+       fixed=_GELU_TANH),
+    Op("gelu_tanh_backward", 2,
+       "g * (half * (one + tanh(kbeta * (v + kappa * (v * v * v))))"
+       " + half * v * (one - tanh(kbeta * (v + kappa * (v * v * v)))"
+       " * tanh(kbeta * (v + kappa * (v * v * v)))) * kbeta * (one + three_kappa * (v * v)))",
+       fixed=_GELU_TANH),
+    # SiLU: x * sigmoid(x) = x / (1 + exp(-x)); backward grad * s * (1 + x * (1 - s)).
+    Op("silu", 1, "v / (one + exp(-v))"),
+    Op("silu_backward", 2,
+       "g * (one / (one + exp(-v))) * (one + v * (one - one / (one + exp(-v))))"),
+    # ELU (scale = input_scale = 1): x if x > 0 else alpha * expm1(x); torch's vectorised
+    # kernel tests x > 0, so NaN takes the expm1 branch (NaN either way) and -0.0 gives -0.0.
+    Op("elu", 1, "select(v > zero, v, expm1(v) * alpha)"),
+    Op("elu_backward", 2, "select(v <= zero, g * alpha * exp(v), g)"),
+    # softplus: x where beta * x > threshold, else log1p(exp(beta * x)) / beta.
+    Op("softplus", 1, "select(v * beta > threshold, v, log1p(exp(v * beta)) / beta)"),
+    Op("softplus_backward", 2,
+       "select(v * beta > threshold, g, g * exp(v * beta) / (exp(v * beta) + one))"),
 ]
 
 OPS: dict[str, Op] = {op.name: op for op in _TABLE}
