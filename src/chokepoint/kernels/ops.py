@@ -127,6 +127,8 @@ _TABLE = [
     # ELU (scale = input_scale = 1): x if x > 0 else alpha * expm1(x); torch's vectorised
     # kernel tests x > 0, so NaN takes the expm1 branch (NaN either way) and -0.0 gives -0.0.
     Op("elu", 1, "select(v > zero, v, expm1(v) * alpha)"),
+    # elu'(NaN) = 1, as torch's float32 kernels and its scalar loop (its float64 vector loop
+    # gives NaN: an inconsistency we do not copy).
     Op("elu_backward", 2, "select(v <= zero, g * alpha * exp(v), g)"),
     # softplus: x where beta * x > threshold, else log1p(exp(beta * x)) / beta.
     Op("softplus", 1, "select(v * beta > threshold, v, log1p(exp(v * beta)) / beta)"),
