@@ -17,7 +17,7 @@ def test_masked_arrays_are_refused():
 
 
 def test_matrix_is_refused():
-    with pytest.raises(TypeError, match="numpy.matrix"):
+    with pytest.raises(TypeError, match=r"numpy\.matrix"):
         chokepoint.relu(np.matrix([[-1.0, 2.0]]))
 
 
