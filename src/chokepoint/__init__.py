@@ -32,6 +32,7 @@ _LAZY = {
     "explain": ("chokepoint.explain", "explain"),
     "Explanation": ("chokepoint.explain", "Explanation"),
     "Roofline": ("chokepoint.measure.roofline", "Roofline"),
+    "fuse": ("chokepoint.fuse", "fuse"),
 }
 
 
@@ -62,6 +63,7 @@ __all__ = [
     "Roofline",
     "__version__",
     "explain",
+    "fuse",
     "get_backend",
     "hardtanh",
     "hardtanh_backward",
