@@ -168,6 +168,8 @@ def _value(v):
 
 
 def _kind(v):
+    if isinstance(v, np.generic):
+        return v.dtype
     if isinstance(v, bool):
         return np.dtype(bool)
     if isinstance(v, (int, float)):
@@ -211,11 +213,11 @@ def _run(p: codegen.Plan, values: dict, out):
 
 
 def _compute(p, leaves, weak, result, fortran) -> None:
-    if fortran:
-        leaves = [a.T for a in leaves]
+    padded = [a.reshape((1,) * (result.ndim - a.ndim) + a.shape) for a in leaves]
+    if fortran:  # compute on the transposes: they are C-ordered
+        padded = [a.T for a in padded]
         result = result.T
     shape = result.shape
-    padded = [a.reshape((1,) * (len(shape) - a.ndim) + a.shape) for a in leaves]
     axes = [k for k, s in enumerate(shape) if s != 1]
     present = [tuple(a.shape[k] != 1 for k in axes) for a in padded]
     groups: list[list[int]] = []

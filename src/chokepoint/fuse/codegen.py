@@ -179,7 +179,7 @@ def _expr(node: Node, operands: list[str]) -> str:
     if node.op == "power" and integer:
         raise FuseError("an integer power other than x**2 cannot be fused "
                         "(NumPy raises for negative exponents at run time)")
-    if node.op == "invert" and loop[0] == bool:
+    if node.op == "invert" and loop[0] == np.dtype(bool):
         return f"not {operands[0]}"
     if node.op in ("maximum", "minimum") and integer:
         return f"{'max' if node.op == 'maximum' else 'min'}({operands[0]}, {operands[1]})"

@@ -219,7 +219,7 @@ def _sample(node_or_value):
         return node_or_value.dtype
     if isinstance(node_or_value, bool):  # NumPy treats a Python bool as np.bool_
         return np.dtype(bool)
-    if isinstance(node_or_value, (int, float)):
+    if isinstance(node_or_value, (int, float)) and not isinstance(node_or_value, np.generic):
         return type(node_or_value)
     if isinstance(node_or_value, complex) or np.iscomplexobj(node_or_value):
         raise FuseError("complex values are not supported by fuse")
@@ -241,7 +241,7 @@ class Graph:
         self.inputs: list[Node] = []
 
     def add(self, op, dtype, args=(), loop=(), **extra) -> Node:
-        key = (op, tuple(id(a) for a in args), loop, extra.get("name"),
+        key = (op, tuple(id(a) for a in args), tuple(loop), extra.get("name"),
                _const_key(extra.get("value")))
         if op != "input" and key in self._seen:
             return self._seen[key]
