@@ -1,6 +1,6 @@
 """chokepoint.fuse against NumPy and numexpr on numexpr's benchmark expressions, in one process.
 
-    flock /tmp/chokepoint-bench.lock python benchmarks/fuse.py [--quick]
+    flock /tmp/chokepoint-bench.lock python benchmarks/fuse.py [--quick] [--n SIZE]
 
 float32 and float64, 1e5 and 1e7 elements; runs alternate between the candidates, each time is
 the median of the repeats. ``fuse`` allocates its result as NumPy and numexpr do; ``fuse out=``
@@ -46,6 +46,7 @@ def _time(fn, min_time: float) -> float:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     quick = "--quick" in argv
+    sizes = [int(float(argv[argv.index("--n") + 1]))] if "--n" in argv else [10**5, 10**7]
     repeats = 3 if quick else 5
     min_time = 0.02 if quick else 0.05
     bw = roofline().bandwidth
@@ -55,7 +56,7 @@ def main(argv=None) -> int:
           f"{'fuse out=':>9} {'np/fuse':>7} {'ne/fuse':>7} {'/floor':>6} {'compile':>7}")
     rng = np.random.default_rng(0)
     for dtype in (np.float64, np.float32):
-        for n in (10**5, 10**7):
+        for n in sizes:
             a, b, c = (rng.uniform(0.1, 1.0, n).astype(dtype) for _ in range(3))
             env = {"a": a, "b": b, "c": c, "np": np}
             for expr in EXPRESSIONS:

@@ -159,3 +159,23 @@ def test_dask_blockwise():
     r = chokepoint.fuse("np.sqrt(a) * b + 1")(a=dx, b=np.arange(5.0))
     assert isinstance(r, da.Array)
     _same(r.compute(), np.sqrt(x) * np.arange(5.0) + 1)
+
+
+def test_pooled_results_are_never_shared_while_referenced(monkeypatch):
+    from chokepoint.fuse import pool
+
+    monkeypatch.setattr(pool, "MIN_BYTES", 64)
+    f = chokepoint.fuse("a + 1")
+    a = np.arange(100.0)
+    first = f(a=a)
+    view = first[10:]
+    second = f(a=a * 2)  # `first` is alive: a new buffer
+    assert not np.may_share_memory(first, second)
+    del first
+    third = f(a=a * 3)  # `view` still refers to the first buffer
+    assert not np.may_share_memory(view, third) and not np.may_share_memory(second, third)
+    _same(view, np.arange(10.0, 100.0) + 1)
+    del view, third
+    fourth = f(a=a)
+    _same(fourth, a + 1)
+    assert fourth.base is not None and fourth.base.nbytes == 800  # from the pool

@@ -18,7 +18,7 @@ import threading
 import numpy as np
 
 from ..kernels import engine_numba
-from . import codegen
+from . import codegen, pool
 from .trace import FuseError, trace
 
 __all__ = ["Fused", "fuse"]
@@ -204,7 +204,7 @@ def _run(p: codegen.Plan, values: dict, out):
     full = [a for a in leaves if a.shape == shape and a.ndim > 0]
     fortran = bool(full) and all(a.flags.f_contiguous and not a.flags.c_contiguous
                                  for a in full)
-    result = out if out is not None else np.empty(shape, p.dtype, order="F" if fortran else "C")
+    result = out if out is not None else pool.empty(shape, p.dtype, "F" if fortran else "C")
     if result.size:
         _compute(p, leaves, weak, result, fortran)
     if out is None and result.ndim == 0:
