@@ -24,6 +24,7 @@ _LAZY = {
     "explain": ("chokepoint.explain", "explain"),
     "Explanation": ("chokepoint.explain", "Explanation"),
     "Roofline": ("chokepoint.measure.roofline", "Roofline"),
+    "fuse": ("chokepoint.fuse", "fuse"),
 }
 
 
@@ -54,6 +55,7 @@ __all__ = sorted([
     "Roofline",
     "__version__",
     "explain",
+    "fuse",
     "get_backend",
     "load_ipython_extension",
     "measure",

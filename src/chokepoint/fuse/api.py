@@ -1,0 +1,269 @@
+"""``chokepoint.fuse``: elementwise NumPy code as one parallel numba kernel.
+
+A call validates its inputs, traces the code on the first call per signature (the dtypes of its
+inputs, or the Python type of a scalar), then broadcasts: axes of length 1 are dropped, adjacent
+axes that every operand has or lacks alike are merged, and each operand is passed with only its
+own axes (a scalar when it has none). The kernel is compiled per graph and per loop structure;
+numba specialises it per memory layout.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import functools
+import inspect
+import threading
+
+import numpy as np
+
+from ..kernels import engine_numba
+from . import codegen, pool
+from .trace import FuseError, trace
+
+__all__ = ["Fused", "fuse"]
+
+_KNOWN = {"np", "numpy"} | set(dir(builtins))
+
+
+def fuse(code):
+    """Fuse elementwise NumPy code into one parallel kernel.
+
+    Parameters
+    ----------
+    code : str or callable
+        An expression (``"np.sin(a) + np.log(b) * np.sqrt(c)"``), whose free names become keyword
+        arguments, or a function of arrays (also usable as a decorator).
+
+    Returns
+    -------
+    Fused
+        Callable as the code: ``f(a=a, b=b, c=c, out=None)`` for an expression, the function's own
+        signature plus a keyword ``out=`` for a function.
+
+    Examples
+    --------
+    >>> import numpy as np, chokepoint
+    >>> f = chokepoint.fuse("a * b + 1")
+    >>> f(a=np.arange(3.0), b=2.0)
+    array([1., 3., 5.])
+    """
+    if isinstance(code, str):
+        return Fused(*_from_expression(code))
+    if callable(code):
+        return functools.wraps(code)(Fused(code, inspect.signature(code), repr(code)))
+    raise TypeError(f"fuse: expected an expression string or a function, got "
+                    f"{type(code).__name__}")
+
+
+def _from_expression(code: str):
+    try:
+        tree = ast.parse(code.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise SyntaxError(f"fuse: {code!r} is not one Python expression: {exc.msg}") from None
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Name) and node.id not in _KNOWN and node.id not in names):
+            names.append(node.id)
+    names.sort(key=lambda n: code.index(n))
+    compiled = compile(tree, "<fuse>", "eval")
+    namespace = {"np": np, "numpy": np, "__fuse_source__": code.strip()}
+
+    def evaluate(**values):
+        return eval(compiled, namespace, values)
+
+    signature = inspect.Signature(
+        [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in names])
+    return evaluate, signature, code.strip()
+
+
+class Fused:
+    """A fused elementwise function; see :func:`fuse`.
+
+    Attributes
+    ----------
+    code : str
+        The expression, or the function's repr.
+    """
+
+    def __init__(self, func, signature: inspect.Signature, code: str):
+        for p in signature.parameters.values():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                raise FuseError(f"fuse: {code} takes *{p.name}; fused functions take named "
+                                "arrays and scalars only")
+        self._func = func
+        self._signature = signature
+        self.code = code
+        self.__signature__ = signature.replace(parameters=[
+            *signature.parameters.values(),
+            inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None)])
+        self._traces: dict[tuple, tuple] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"chokepoint.fuse({self.code})"
+
+    # ------------------------------------------------------------------------------ calling
+    def __call__(self, *args, out=None, **kwargs):
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self!r}: {exc}") from None
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        if any(type(v).__module__.startswith("dask") for v in values.values()):
+            return self._on_dask(values, out)
+        values = {n: _value(v) for n, v in values.items()}
+        p = self.plan({n: _kind(v) for n, v in values.items()})
+        return _run(p, values, out)
+
+    def plan(self, kinds: dict) -> codegen.Plan:
+        """The kernel plan for inputs of these dtypes (traced once per signature)."""
+        key = tuple(kinds.items())
+        found = self._traces.get(key)
+        if found is None:
+            with self._lock:
+                found = self._traces.get(key)
+                if found is None:
+                    _, result = trace(self._call_with, kinds)
+                    found = codegen.plan(result)
+                    self._traces[key] = found
+        return found
+
+    def _call_with(self, **nodes):
+        bound = self._signature.bind_partial()
+        bound.arguments.update(nodes)
+        return self._func(*bound.args, **bound.kwargs)
+
+    def _on_dask(self, values: dict, out):
+        import dask.array as da
+
+        if out is not None:
+            raise TypeError(f"{self!r}: out= is not supported for dask arrays (they are "
+                            "immutable); use the returned array")
+        arrays = {n: v for n, v in values.items()
+                  if isinstance(v, (np.ndarray, da.Array)) and np.ndim(v) > 0}
+        scalars = {n: v for n, v in values.items() if n not in arrays}
+        kinds = {n: _kind(_value(v) if n in scalars else v) for n, v in values.items()}
+        dtype = self.plan(kinds).dtype
+        names = list(arrays)
+        ndim = max(np.ndim(a) for a in arrays.values())
+
+        def block(*blocks):
+            return self(**dict(zip(names, blocks, strict=True)), **scalars)
+
+        return da.map_blocks(block, *[da.asarray(a) for a in arrays.values()], dtype=dtype,
+                             meta=np.empty((0,) * ndim, dtype))
+
+
+def _value(v):
+    if isinstance(v, (np.ndarray, np.generic, bool, int, float)):
+        return v
+    if isinstance(v, complex):
+        raise FuseError("complex values are not supported by fuse")
+    try:
+        return np.asarray(v)
+    except Exception as exc:
+        raise TypeError(f"fuse: cannot convert {type(v).__name__} to an array: {exc}") from None
+
+
+def _kind(v):
+    if isinstance(v, np.generic):
+        return v.dtype
+    if isinstance(v, bool):
+        return np.dtype(bool)
+    if isinstance(v, (int, float)):
+        return type(v)
+    return np.asarray(v).dtype if not isinstance(v, np.ndarray) else v.dtype
+
+
+# -------------------------------------------------------------------------------- running
+
+def _check_out(out, shape, dtype) -> None:
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"fuse: out must be a numpy.ndarray, got {type(out).__name__}")
+    if out.shape != shape:
+        raise ValueError(f"fuse: out has shape {out.shape}, expected {shape}")
+    if out.dtype != dtype:
+        raise TypeError(f"fuse: out has dtype {out.dtype}, expected {dtype}")
+    if not out.flags.writeable:
+        raise ValueError("fuse: out is read-only")
+
+
+def _leaf_values(p: codegen.Plan, values: dict) -> list:
+    return [values[leaf.name] if leaf.op == "input" else leaf.value for leaf in p.leaves]
+
+
+def _run(p: codegen.Plan, values: dict, out):
+    leaves = [np.asarray(v) for v in _leaf_values(p, values)]
+    shape = np.broadcast_shapes(*[a.shape for a in leaves])  # NumPy's error
+    weak = [dtype.type(values[leaf.name] if leaf.op == "input" else leaf.value)
+            for leaf, dtype in p.weak]  # NumPy's conversion (and OverflowError)
+    if out is not None:
+        _check_out(out, shape, p.dtype)
+    full = [a for a in leaves if a.shape == shape and a.ndim > 0]
+    fortran = bool(full) and all(a.flags.f_contiguous and not a.flags.c_contiguous
+                                 for a in full)
+    result = out if out is not None else pool.empty(shape, p.dtype, "F" if fortran else "C")
+    if result.size:
+        _compute(p, leaves, weak, result, fortran)
+    if out is None and result.ndim == 0:
+        return result[()]
+    return result
+
+
+def _compute(p, leaves, weak, result, fortran) -> None:
+    padded = [a.reshape((1,) * (result.ndim - a.ndim) + a.shape) for a in leaves]
+    if fortran:  # compute on the transposes: they are C-ordered
+        padded = [a.T for a in padded]
+        result = result.T
+    shape = result.shape
+    axes = [k for k, s in enumerate(shape) if s != 1]
+    present = [tuple(a.shape[k] != 1 for k in axes) for a in padded]
+    groups: list[list[int]] = []
+    for pos, k in enumerate(axes):
+        if groups and all(m[pos] == m[pos - 1] for m in present):
+            groups[-1].append(k)
+        else:
+            groups.append([k])
+    dims = tuple(int(np.prod([shape[k] for k in g])) for g in groups) or (1,)
+    masks = tuple(tuple(m[axes.index(g[0])] for g in groups) if groups else (False,)
+                  for m in present)
+    operands = []
+    for a, m in zip(padded, masks, strict=True):
+        if not any(m):
+            operands.append(a.reshape(-1)[0])  # a scalar of its dtype
+            continue
+        own = tuple(d for d, has in zip(dims, m, strict=True) if has)
+        # drop the length-1 axes (a view), then merge groups (a view when the layout allows)
+        operands.append(a.reshape(tuple(s for s in a.shape if s != 1)).reshape(own))
+    target = result
+    buffered = not result.flags.c_contiguous or any(
+        np.may_share_memory(result, a) and not _same_view(result, a) for a in leaves)
+    if buffered:
+        target = np.empty(shape, result.dtype)
+    flat = target.reshape(dims)
+    _launch(p, masks, flat, operands, weak)
+    if buffered:
+        np.copyto(result, target)
+
+
+def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
+    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+            and a.strides == b.strides and a.shape == b.shape and a.dtype == b.dtype)
+
+
+def _launch(p, masks, out, operands, weak) -> None:
+    n = out.size
+    if n < engine_numba.PARALLEL_MIN or engine_numba._serial_only:
+        codegen.kernel(p, masks, "serial")(out, *operands, *weak)
+        return
+    with engine_numba._launch_lock:
+        if out.ndim == 1 and engine_numba._streamable(out):
+            codegen.kernel(p, masks, "stream")(out, *operands, *weak)
+            head = n - n % 8
+            if head < n:
+                tail = [o[head:] if any(m) else o for o, m in zip(operands, masks, strict=True)]
+                codegen.kernel(p, masks, "serial")(out[head:], *tail, *weak)
+        else:
+            codegen.kernel(p, masks, "parallel")(out, *operands, *weak)

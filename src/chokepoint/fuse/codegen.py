@@ -1,0 +1,292 @@
+"""One numba kernel per traced graph and loop structure, generated as source and cached on disk.
+
+A kernel's arguments are ``out``, then one per leaf that NumPy types strongly (an array, whose
+broadcast axes were removed, or a NumPy scalar), then one per use of a Python scalar, already
+converted in Python to the dtype NumPy's loop casts it to (so NumPy's own conversion and its
+``OverflowError`` apply). Every operation casts its operands to its loop dtypes and its result to
+its output dtype, so numba's promotion never decides a dtype.
+
+The source is executed with this module's file name and ``__name__``: numba's ``cache=True``
+keys the on-disk cache by file and function name, and rebuilds a kernel's globals by importing
+this module. Each kernel's name carries a hash of its source, since numba's index only compares
+bytecode (not constants or names). No ``fastmath``; ``error_model="numpy"``, so a division by
+zero gives inf/NaN as in NumPy instead of raising.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from ..kernels import engine_numba
+from .trace import UFUNCS, FuseError, Node
+
+__all__ = ["Plan", "kernel", "plan"]
+
+
+@numba.njit(inline="always")
+def _select(c, a, b):
+    return a if c else b
+
+
+@numba.njit(inline="always")
+def _fmaximum(a, b):
+    # NumPy's maximum: NaN propagates from either side; on ties (-0.0, 0.0) the second wins
+    return a if (a > b or a != a) else b
+
+
+@numba.njit(inline="always")
+def _fminimum(a, b):
+    return a if (a < b or a != a) else b
+
+
+@numba.njit(inline="always")
+def _clip(x, lo, hi):
+    # NumPy's clip with array bounds: minimum(maximum(x, lo), hi) with NaN propagation
+    m = x if (x != x or x > lo) else lo
+    return m if (m != m or m < hi) else hi
+
+
+@numba.njit(inline="always")
+def _clip_scalar(x, lo, hi):
+    # NumPy's clip with scalar bounds keeps x on ties; a NaN bound gives NaN
+    if lo != lo:
+        return lo
+    if hi != hi:
+        return hi
+    m = lo if x < lo else x
+    return hi if m > hi else m
+
+
+_NAMESPACE = {
+    "__name__": __name__,
+    "np": np,
+    "prange": numba.prange,
+    "select": _select,
+    "fmaximum": _fmaximum,
+    "fminimum": _fminimum,
+    "fclip": _clip,
+    "fclip_scalar": _clip_scalar,
+    "stream8": engine_numba._stream8,
+}
+
+
+@dataclass
+class Plan:
+    """How to call the kernel of one graph.
+
+    Attributes
+    ----------
+    leaves : list of Node
+        Strongly typed leaves, in argument order (inputs and NumPy scalars).
+    weak : list of tuple
+        ``(leaf, dtype)`` per use of a Python scalar: the argument is ``dtype.type(value)``.
+    body : list of str
+        Lines computing the result ``r`` from ``L{k}`` (leaves) and ``W{k}`` (weak uses).
+    dtype : numpy.dtype
+        The result's dtype.
+    transcendental : int
+        How many libm calls per element.
+    """
+
+    leaves: list
+    weak: list
+    body: list
+    dtype: np.dtype
+    transcendental: int
+
+
+def _type(dtype) -> str:
+    return "np.bool_" if np.dtype(dtype) == bool else f"np.{np.dtype(dtype).name}"
+
+
+def _cast(expr: str, source, target) -> str:
+    if source == target:
+        return expr
+    if np.dtype(target) == bool:
+        return f"(({expr}) != 0)"
+    return f"{_type(target)}({expr})"
+
+
+def plan(result: Node) -> Plan:
+    """The kernel plan computing ``result`` (a traced graph's output)."""
+    from .trace import TRANSCENDENTAL
+
+    order: list[Node] = []
+    seen: set[int] = set()
+
+    def visit(node: Node) -> None:
+        stack = [(node, False)]
+        while stack:
+            n, done = stack.pop()
+            if done:
+                if id(n) not in seen:
+                    seen.add(id(n))
+                    order.append(n)
+                continue
+            if id(n) in seen:
+                continue
+            stack.append((n, True))
+            stack.extend((a, False) for a in reversed(n.args))
+
+    visit(result)
+    names: dict[int, str] = {}
+    leaves, weak, body = [], [], []
+    count = 0
+    for n in order:
+        if n.op in ("input", "scalar"):
+            if not n.weak:
+                names[id(n)] = f"L{len(leaves)}"
+                leaves.append(n)
+            continue
+        operands = []
+        for a, loop in zip(n.args, n.loop, strict=True):
+            if a.weak and a.op in ("input", "scalar"):
+                operands.append(f"W{len(weak)}")
+                weak.append((a, np.dtype(loop)))
+            else:
+                operands.append(_cast(names[id(a)], np.dtype(a.dtype) if not a.weak
+                                      else _weak_dtype(a), np.dtype(loop)))
+        out = np.dtype(n.dtype) if not n.weak else _weak_dtype(n)
+        expr = _expr(n, operands)
+        name = f"t{len(body)}"
+        body.append(f"{name} = {_cast(expr, None, out)}")
+        names[id(n)] = name
+        count += n.op in TRANSCENDENTAL
+    if result.op in ("input", "scalar"):
+        body.append(f"{'t0'} = {names[id(result)]}")
+        names[id(result)] = "t0"
+    body.append(f"r = {names[id(result)]}")
+    return Plan(leaves, weak, body, np.dtype(result.dtype), count)
+
+
+def _weak_dtype(node: Node) -> np.dtype:
+    return np.dtype({float: np.float64, int: np.int64, bool: np.bool_}[node.dtype])
+
+
+def _expr(node: Node, operands: list[str]) -> str:
+    loop = [np.dtype(d) for d in node.loop]
+    if node.op == "where":
+        return f"select({operands[0]}, {operands[1]}, {operands[2]})"
+    if node.op in ("clip", "clip_scalar"):
+        return f"f{node.op}({', '.join(operands)})"
+    integer = all(d.kind in "biu" for d in loop)
+    if node.op == "power" and integer:
+        raise FuseError("an integer power other than x**2 cannot be fused "
+                        "(NumPy raises for negative exponents at run time)")
+    if node.op == "invert" and loop[0] == np.dtype(bool):
+        return f"not {operands[0]}"
+    if node.op in ("maximum", "minimum") and integer:
+        return f"{'max' if node.op == 'maximum' else 'min'}({operands[0]}, {operands[1]})"
+    return UFUNCS[node.op].format(*operands, T=_type(loop[0]))
+
+
+# ------------------------------------------------------------------------------- kernels
+
+_TEMPLATE = """
+def {fname}(out, {args}):
+{setup}
+    for {outer} in {loop}({count}):
+{unravel}{inner}
+"""
+
+
+def _index(mask: tuple[bool, ...], d: int) -> str:
+    idx = [f"i{k}" for k in range(d - 1)] + ["j"]
+    return ", ".join(i for i, m in zip(idx, mask, strict=True) if m)
+
+
+def source(p: Plan, masks: tuple, mode: str) -> tuple[str, str]:
+    """(function name, source) of the kernel for ``p`` with operand axis ``masks``.
+
+    ``masks[k]`` says which of the ``d`` loop axes leaf ``k`` has (all False: a scalar).
+    """
+    d = len(masks[0]) if masks else 1
+    d = max(d, 1)
+    args = [f"L{k}" for k in range(len(p.leaves))] + [f"W{k}" for k in range(len(p.weak))]
+    pad = " " * 4
+    if mode == "stream":
+        lanes = []
+        for lane in range(8):
+            lines = [f"v{k} = L{k}[i_]" for k, m in enumerate(masks) if any(m)]
+            lines += _bind(p, masks)
+            lanes += [f"i_ = s + np.uint64({lane})", *(_rename(x, lane) for x in lines),
+                      f"r{lane} = r_{lane}"]
+        inner = "\n".join(pad * 2 + line for line in [
+            "s = np.uint64(8) * np.uint64(q)", *lanes,
+            "stream8(out, s, r0, r1, r2, r3, r4, r5, r6, r7)"])
+        text = _TEMPLATE.format(fname="{fname}", args=", ".join(args), setup=pad + "pass",
+                                outer="q", loop="prange", count="out.shape[0] // 8",
+                                unravel="", inner=inner)
+    else:
+        loop = "range" if mode == "serial" else "prange"
+        loads = [f"v{k} = L{k}[{_index(m, d)}]" for k, m in enumerate(masks) if any(m)]
+        body = [*loads, *_bind(p, masks), f"out[{_index((True,) * d, d)}] = r"]
+        if d == 1:
+            inner = "\n".join(pad * 2 + line for line in ["j = p", *body])
+            unravel = ""
+            count = "out.shape[0]"
+        else:
+            count = " * ".join(f"out.shape[{k}]" for k in range(d - 1))
+            steps = [pad * 2 + "q_ = p"]
+            for k in range(d - 2, 0, -1):
+                steps.append(pad * 2 + f"i{k} = q_ % out.shape[{k}]")
+                steps.append(pad * 2 + f"q_ //= out.shape[{k}]")
+            steps.append(pad * 2 + "i0 = q_")
+            unravel = "\n".join(steps) + "\n"
+            inner = pad * 2 + f"for j in range(out.shape[{d - 1}]):\n" + "\n".join(
+                pad * 3 + line for line in body)
+        text = _TEMPLATE.format(fname="{fname}", args=", ".join(args), setup=pad + "pass",
+                                outer="p", loop=loop, count=count, unravel=unravel,
+                                inner=inner)
+    digest = hashlib.sha1(text.encode()).hexdigest()[:16]
+    fname = f"_fused_{mode}_{digest}"
+    return fname, text.replace("{fname}", fname)
+
+
+def _bind(p: Plan, masks: tuple) -> list[str]:
+    """The plan's body with array leaves read from ``v{k}`` and scalar leaves used directly."""
+    lines = []
+    for line in p.body:
+        for k, m in enumerate(masks):
+            if any(m):
+                line = _replace_name(line, f"L{k}", f"v{k}")
+        lines.append(line)
+    return lines
+
+
+def _replace_name(line: str, old: str, new: str) -> str:
+    import re
+
+    return re.sub(rf"\b{old}\b", new, line)
+
+
+def _rename(line: str, lane: int) -> str:
+    import re
+
+    return re.sub(r"\b(t\d+|v\d+|r)\b", lambda m: f"{m.group(1)}_{lane}", line)
+
+
+_kernels: dict[tuple, Callable] = {}
+_lock = threading.Lock()
+
+
+def kernel(p: Plan, masks: tuple, mode: str) -> Callable:
+    """The compiled kernel (generated and jitted once per process, loaded from disk after)."""
+    fname, text = source(p, masks, mode)
+    found = _kernels.get(fname)
+    if found is None:
+        with _lock:
+            found = _kernels.get(fname)
+            if found is None:
+                namespace = dict(_NAMESPACE)
+                exec(compile(text, __file__, "exec"), namespace)
+                found = numba.njit(parallel=mode != "serial", cache=True, nogil=True,
+                                   error_model="numpy")(namespace[fname])
+                _kernels[fname] = found
+    return found

@@ -1,0 +1,352 @@
+"""Trace elementwise NumPy code into a graph of scalar operations with NumPy's dtypes.
+
+The code runs once on :class:`Node` objects instead of arrays. Python operators, ufuncs (through
+``__array_ufunc__``) and ``np.where`` / ``np.clip`` (through ``__array_function__``) add nodes;
+identical operations on identical operands are shared (``np.arctan2(a, b)`` written twice is
+computed once). Each node's loop dtypes come from NumPy itself (``ufunc.resolve_dtypes`` with
+Python scalar types for Python scalars), so type promotion is NEP 50's by construction.
+
+Anything that is not elementwise raises :class:`FuseError` naming the operation and the line of
+the user's code that issued it.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["FuseError", "Graph", "Node", "trace"]
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_NUMPY = os.path.dirname(os.path.abspath(np.__file__))
+
+
+class FuseError(TypeError):
+    """The code cannot be fused into one elementwise kernel."""
+
+
+#: ufunc name -> scalar expression on the loop-dtype operands {0}, {1}, ... (numba source).
+UFUNCS: dict[str, str] = {
+    "add": "{0} + {1}", "subtract": "{0} - {1}", "multiply": "{0} * {1}",
+    "divide": "{0} / {1}", "negative": "-{0}", "positive": "+{0}",
+    "square": "{0} * {0}", "reciprocal": "{T}(1) / {0}",
+    "greater": "{0} > {1}", "greater_equal": "{0} >= {1}", "less": "{0} < {1}",
+    "less_equal": "{0} <= {1}", "equal": "{0} == {1}", "not_equal": "{0} != {1}",
+    "maximum": "fmaximum({0}, {1})", "minimum": "fminimum({0}, {1})",
+    "fmax": "np.fmax({0}, {1})", "fmin": "np.fmin({0}, {1})",
+    "absolute": "abs({0})", "sqrt": "np.sqrt({0})", "cbrt": "np.cbrt({0})",
+    "exp": "np.exp({0})", "exp2": "np.exp2({0})", "expm1": "np.expm1({0})",
+    "log": "np.log({0})", "log2": "np.log2({0})", "log10": "np.log10({0})",
+    "log1p": "np.log1p({0})",
+    "sin": "np.sin({0})", "cos": "np.cos({0})", "tan": "np.tan({0})",
+    "arcsin": "np.arcsin({0})", "arccos": "np.arccos({0})", "arctan": "np.arctan({0})",
+    "sinh": "np.sinh({0})", "cosh": "np.cosh({0})", "tanh": "np.tanh({0})",
+    "arcsinh": "np.arcsinh({0})", "arccosh": "np.arccosh({0})", "arctanh": "np.arctanh({0})",
+    "arctan2": "np.arctan2({0}, {1})", "hypot": "np.hypot({0}, {1})",
+    "power": "np.power({0}, {1})",
+    "floor": "np.floor({0})", "ceil": "np.ceil({0})", "trunc": "np.trunc({0})",
+    "rint": "np.rint({0})",
+    "isnan": "np.isnan({0})", "isinf": "np.isinf({0})", "isfinite": "np.isfinite({0})",
+    "signbit": "np.signbit({0})", "copysign": "np.copysign({0}, {1})",
+    "logical_and": "({0} != 0) & ({1} != 0)", "logical_or": "({0} != 0) | ({1} != 0)",
+    "logical_xor": "({0} != 0) ^ ({1} != 0)", "logical_not": "{0} == 0",
+    "bitwise_and": "{0} & {1}", "bitwise_or": "{0} | {1}", "bitwise_xor": "{0} ^ {1}",
+    "invert": "~{0}",
+}
+#: Functions computed with the platform's libm, whose values may differ from NumPy's own SIMD
+#: implementations by an ulp or so (tests/fuse/test_values.py measures it).
+TRANSCENDENTAL = frozenset({
+    "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
+    "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh",
+    "arctan2", "hypot", "power"})
+_WHY = {
+    "matmul": "a matrix product", "vecdot": "a reduction", "matvec": "a matrix product",
+    "vecmat": "a matrix product",
+}
+_METHOD_WHY = {"reduce": "a reduction", "accumulate": "a cumulative reduction",
+               "reduceat": "a reduction", "outer": "an outer product", "at": "indexed updates"}
+
+_FLOATING = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+@dataclass(eq=False)
+class Node:
+    """One value of the traced code: an input, a scalar, or an operation's result.
+
+    Attributes
+    ----------
+    op : str
+        ``"input"``, ``"scalar"``, a ufunc name, ``"where"`` or ``"clip"``.
+    dtype : numpy.dtype or type
+        The dtype, or ``int``/``float``/``bool`` for a Python (weak) scalar.
+    args : tuple of Node
+        Operands.
+    loop : tuple of numpy.dtype
+        The dtypes the operands are cast to before the operation (NumPy's loop).
+    name : str
+        Input name (``op == "input"``).
+    value : object
+        The value of a constant (``op == "scalar"``), else None.
+    """
+
+    op: str
+    dtype: object
+    args: tuple = ()
+    loop: tuple = ()
+    name: str = ""
+    value: object = None
+    graph: Graph | None = field(default=None, repr=False)
+    shape_known: bool = True
+
+    __array_priority__ = 1000
+
+    @property
+    def weak(self) -> bool:
+        return isinstance(self.dtype, type)
+
+    # -- NumPy protocols
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        where = _where_from()
+        if method != "__call__":
+            why = _METHOD_WHY.get(method, "not elementwise")
+            raise FuseError(f"np.{ufunc.__name__}.{method} ({why}) cannot be fused{where}")
+        if kwargs:
+            raise FuseError(f"np.{ufunc.__name__} with keyword arguments "
+                            f"({', '.join(kwargs)}) cannot be fused{where}")
+        return self._graph_of(inputs).ufunc(ufunc, inputs, where)
+
+    def __array_function__(self, func, types, args, kwargs):
+        where = _where_from()
+        name = getattr(func, "__name__", repr(func))
+        graph = self._graph_of(args)
+        if func is np.where and len(args) == 3 and not kwargs:
+            return graph.where(*args, where)
+        if func is np.clip and not set(kwargs) - {"a_min", "a_max", "min", "max"}:
+            bounds = list(args[1:])
+            bounds += [kwargs.get(k) for k in ("a_min", "a_max", "min", "max")
+                       if kwargs.get(k) is not None]
+            if len(bounds) == 2:
+                return graph.clip(args[0], *bounds, where)
+        if func is np.where:
+            raise FuseError(f"np.where with {len(args)} argument(s) (it returns indices) "
+                            f"cannot be fused{where}")
+        raise FuseError(f"np.{name} is not elementwise and cannot be fused{where}")
+
+    def _graph_of(self, values) -> Graph:
+        return self.graph
+
+    # -- what is not elementwise
+    def __bool__(self):
+        raise FuseError("a Python branch on array values (if/while/and/or/not on an array) "
+                        f"cannot be fused{_where_from()}")
+
+    def __getitem__(self, key):
+        raise FuseError(f"indexing (x[{key!r}]) cannot be fused{_where_from()}")
+
+    def __setitem__(self, key, value):
+        raise FuseError(f"assignment to x[{key!r}] cannot be fused{_where_from()}")
+
+    def __len__(self):
+        raise FuseError(f"len() of an array cannot be fused{_where_from()}")
+
+    def __iter__(self):
+        raise FuseError(f"iterating over an array cannot be fused{_where_from()}")
+
+    def __float__(self):
+        raise FuseError(f"float() of an array cannot be fused{_where_from()}")
+
+    __int__ = __index__ = __float__
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise FuseError(f"the array attribute or method .{name} cannot be fused{_where_from()}")
+
+    def __hash__(self):
+        return id(self)
+
+
+def _binary(ufunc, reflected=False):
+    def method(self, other):
+        if reflected:
+            return ufunc(other, self)
+        return ufunc(self, other)
+    return method
+
+
+for _name, _ufunc in [("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                      ("truediv", np.divide), ("pow", np.power), ("matmul", np.matmul),
+                      ("floordiv", np.floor_divide), ("mod", np.remainder),
+                      ("and", np.bitwise_and), ("or", np.bitwise_or), ("xor", np.bitwise_xor),
+                      ("lshift", np.left_shift), ("rshift", np.right_shift)]:
+    setattr(Node, f"__{_name}__", _binary(_ufunc))
+    setattr(Node, f"__r{_name}__", _binary(_ufunc, reflected=True))
+for _name, _ufunc in [("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
+                      ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal)]:
+    setattr(Node, f"__{_name}__", _binary(_ufunc))
+Node.__neg__ = lambda self: np.negative(self)
+Node.__pos__ = lambda self: np.positive(self)
+Node.__abs__ = lambda self: np.absolute(self)
+Node.__invert__ = lambda self: np.invert(self)
+Node.__divmod__ = lambda self, other: np.divmod(self, other)
+
+
+def _where_from() -> str:
+    """``" (at FILE:LINE: code)"`` for the innermost frame outside fuse and NumPy."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not (filename.startswith(_HERE) or filename.startswith(_NUMPY)):
+            break
+        frame = frame.f_back
+    if frame is None:
+        return ""
+    name = frame.f_code.co_filename
+    line = frame.f_lineno
+    text = linecache.getline(name, line).strip() if not name.startswith("<") else ""
+    if name.startswith("<fuse") and frame.f_globals.get("__fuse_source__"):
+        text = frame.f_globals["__fuse_source__"].splitlines()[line - 1].strip()
+    return f" (at {name}:{line}: {text})" if text else f" (at {name}:{line})"
+
+
+def _sample(node_or_value):
+    """What NumPy should see for dtype resolution: a Python type for weak scalars."""
+    if isinstance(node_or_value, Node):
+        return node_or_value.dtype
+    if isinstance(node_or_value, bool):  # NumPy treats a Python bool as np.bool_
+        return np.dtype(bool)
+    if isinstance(node_or_value, (int, float)) and not isinstance(node_or_value, np.generic):
+        return type(node_or_value)
+    if isinstance(node_or_value, complex) or np.iscomplexobj(node_or_value):
+        raise FuseError("complex values are not supported by fuse")
+    return np.asarray(node_or_value).dtype
+
+
+def _dummy(sample):
+    if isinstance(sample, type):
+        return sample(1)
+    return np.ones(1, sample)
+
+
+class Graph:
+    """The nodes of one trace, shared by identity of (operation, operands)."""
+
+    def __init__(self):
+        self.nodes: list[Node] = []
+        self._seen: dict[tuple, Node] = {}
+        self.inputs: list[Node] = []
+
+    def add(self, op, dtype, args=(), loop=(), **extra) -> Node:
+        key = (op, tuple(id(a) for a in args), tuple(loop), extra.get("name"),
+               _const_key(extra.get("value")))
+        if op != "input" and key in self._seen:
+            return self._seen[key]
+        node = Node(op, dtype, tuple(args), tuple(loop), graph=self, **extra)
+        self._seen[key] = node
+        self.nodes.append(node)
+        if op == "input":
+            self.inputs.append(node)
+        return node
+
+    def operand(self, value, where: str) -> Node:
+        if isinstance(value, Node):
+            return value
+        if isinstance(value, (list, tuple)):
+            raise FuseError(f"a Python {type(value).__name__} operand cannot be fused{where} "
+                            "(pass it as an array input)")
+        sample = _sample(value)
+        if isinstance(value, np.ndarray) and value.ndim > 0:
+            raise FuseError(f"an array captured from outside the inputs ({value.shape}) cannot "
+                            f"be fused{where}; pass it as an input")
+        if not isinstance(sample, type):
+            value = np.asarray(value)[()]
+        return self.add("scalar", sample, value=value)
+
+    def ufunc(self, ufunc, inputs, where: str) -> Node:
+        name = ufunc.__name__
+        if name == "true_divide":
+            name = "divide"
+        if name not in UFUNCS:
+            why = _WHY.get(name, "not supported by fuse")
+            raise FuseError(f"np.{name} ({why}) cannot be fused{where}")
+        operands = [self.operand(v, where) for v in inputs]
+        if name == "power" and operands[1].op == "scalar" and operands[1].value == 2:
+            # NumPy computes x**2 as square(x) too (bitwise equal: tests check it)
+            return self.ufunc(np.square, operands[:1], where)
+        samples = [o.dtype for o in operands]
+        if all(o.weak for o in operands):  # Python arithmetic on Python scalars stays weak
+            value = ufunc(*[_dummy(s) for s in samples])
+            kind = type(value.item()) if isinstance(value, np.generic) else type(value)
+            loop = [np.dtype(np.float64 if s is float else np.int64 if s is int else bool)
+                    for s in samples]
+            return self.add(name, kind, operands, loop)
+        try:
+            loop = ufunc.resolve_dtypes((*samples, None))
+        except Exception as exc:  # NumPy's own words
+            raise type(exc)(f"{exc}{where}") from None
+        for d in loop:
+            _check_dtype(d, where)
+        return self.add(name, loop[-1], operands, loop[:-1])
+
+    def where(self, cond, x, y, where: str) -> Node:
+        c, a, b = (self.operand(v, where) for v in (cond, x, y))
+        out = np.result_type(*[_dummy(s) if isinstance(s, type) else s
+                               for s in (a.dtype, b.dtype)])
+        if a.weak and b.weak:
+            out = np.dtype(np.float64 if float in (a.dtype, b.dtype) else np.int64)
+        _check_dtype(out, where)
+        return self.add("where", out, (c, a, b), (np.dtype(bool), out, out))
+
+    def clip(self, x, lo, hi, where: str) -> Node:
+        operands = [self.operand(v, where) for v in (x, lo, hi)]
+        clip = np._core.umath.clip
+        try:
+            loop = clip.resolve_dtypes((*[o.dtype for o in operands], None))
+        except Exception as exc:
+            raise type(exc)(f"{exc}{where}") from None
+        _check_dtype(loop[-1], where)
+        op = "clip_scalar" if all(o.op == "scalar" or o.weak for o in operands[1:]) else "clip"
+        return self.add(op, loop[-1], operands, loop[:-1])
+
+
+def _const_key(value):
+    if value is None:
+        return None
+    return (type(value), repr(value), np.signbit(value) if np.isreal(value) else None)
+
+
+def _check_dtype(dtype, where: str) -> None:
+    dtype = np.dtype(dtype)
+    if dtype.kind in "biu" or dtype in _FLOATING:
+        return
+    raise FuseError(f"dtype {dtype} is not supported by fuse (bool, integers, float32 and "
+                    f"float64 are){where}")
+
+
+def trace(func, kinds: dict[str, object]) -> tuple[Graph, Node]:
+    """Run ``func`` on nodes of the given dtypes (or Python scalar types) and return its graph.
+
+    Parameters
+    ----------
+    func : callable
+        Called with one keyword per input.
+    kinds : dict
+        Input name -> numpy dtype (arrays, NumPy scalars) or ``int``/``float``/``bool``.
+    """
+    graph = Graph()
+    args = {}
+    for name, kind in kinds.items():
+        if not isinstance(kind, type):
+            _check_dtype(kind, f" (input {name!r})")
+        args[name] = graph.add("input", kind, name=name)
+    result = func(**args)
+    if not isinstance(result, Node):
+        raise FuseError(f"the fused code must return one array expression of its inputs, got "
+                        f"{type(result).__name__}")
+    if result.weak:
+        raise FuseError("the fused code returns a Python scalar, not an array expression")
+    return graph, result

@@ -1,0 +1,181 @@
+"""chokepoint.fuse against NumPy: values bit for bit, dtypes (NEP 50), broadcasting, errors.
+
+Few signatures are compiled (each costs ~0.3 s): arrays stay small, so the serial kernel runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import chokepoint
+from chokepoint.fuse import FuseError
+
+SPECIALS = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1.0, -1.0, 0.5, 2.0, 1e-40, 3e38]
+
+
+def _same(ours, ref):
+    ours, ref = np.asarray(ours), np.asarray(ref)
+    assert ours.dtype == ref.dtype and ours.shape == ref.shape
+    if ref.dtype.kind == "f":  # bitwise, NaN any payload
+        both_nan = np.isnan(ours) & np.isnan(ref)
+        assert ((ours.view(f"u{ref.itemsize}") == ref.view(f"u{ref.itemsize}"))
+                | both_nan).all(), (ours, ref)
+    else:
+        assert np.array_equal(ours, ref)
+
+
+EXACT = "np.where(a > b, np.maximum(a, b) * 2, np.minimum(a, b) - b / 3) + np.clip(a, -1, 1) " \
+        "+ abs(b) + np.sqrt(abs(a)) + a**2"
+f_exact = chokepoint.fuse(EXACT)
+
+floats = st.sampled_from([np.float32, np.float64])
+
+
+@settings(max_examples=25, deadline=None)
+@given(dtype=floats, data=st.data())
+def test_exact_ops_bitwise_equal_with_broadcasting(dtype, data):
+    shape_a, shape_b = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3,
+                                                                  max_side=4)).input_shapes
+    elems = st.one_of(st.sampled_from(SPECIALS), st.floats(-1e3, 1e3, width=32).map(float))
+    a = data.draw(hnp.arrays(dtype, shape_a, elements=elems))
+    b = data.draw(hnp.arrays(dtype, shape_b, elements=elems))
+    a0, b0 = a.copy(), b.copy()
+    with np.errstate(all="ignore"):
+        ref = eval(EXACT, {"np": np, "a": a, "b": b})
+    _same(f_exact(a=a, b=b), ref)
+    assert np.array_equal(a, a0, equal_nan=True)
+    assert np.array_equal(b, b0, equal_nan=True)
+
+
+@pytest.mark.parametrize("x, y", [(np.float32(2), 3), (np.int8(5), 2.5),
+                                  (np.arange(3, dtype=np.int16), 7),
+                                  (np.arange(3, dtype=np.uint8), np.arange(3, dtype=np.int8)),
+                                  (np.ones(2, np.float32), 1.0), (np.ones(2, np.float32), 0.1),
+                                  (np.ones(2, np.int32), np.float32(0.5)),
+                                  (np.array([True, False]), 1)])
+def test_type_promotion_nep50(x, y):
+    f = chokepoint.fuse("x * y + x")
+    _same(f(x=x, y=y), x * y + x)
+
+
+def test_python_scalar_overflow_is_numpys_error():
+    with pytest.raises(OverflowError):
+        chokepoint.fuse("x + y")(x=np.ones(3, np.int8), y=1000)
+
+
+def test_int_arithmetic_wraps_and_comparisons():
+    x = np.array([120, -128, 7], np.int8)
+    f = chokepoint.fuse("(x + x) * 3 - x")
+    _same(f(x=x), (x + x) * 3 - x)
+    _same(chokepoint.fuse("(x > 3) & (x != 7)")(x=x), (x > 3) & (x != 7))
+    _same(chokepoint.fuse("abs(x)")(x=x), abs(x))
+
+
+def test_square_is_numpys_power_of_two():
+    x = np.random.default_rng(1).normal(size=1000)
+    _same(chokepoint.fuse("x**2")(x=x), x**2)
+
+
+def test_decorator_keeps_signature_and_out():
+    @chokepoint.fuse
+    def g(a, b, scale=2.0):
+        return np.where(a > 0, a * scale, b)
+
+    params = list(inspect.signature(g).parameters)
+    assert params == ["a", "b", "scale", "out"] and g.__name__ == "g"
+    a, b = np.array([-1.0, 2.0, 0.0]), np.array([5.0, 6.0, 7.0])
+    out = np.full(3, 9.0)
+    assert g(a, b, out=out) is out
+    _same(out, np.where(a > 0, a * 2.0, b))
+    _same(g(a, b, 0.5), np.where(a > 0, a * 0.5, b))
+
+
+def test_zero_d_and_empty_and_fortran():
+    f = chokepoint.fuse("a * 2 + b")
+    _same(f(a=np.float64(3), b=1.0), np.float64(3) * 2 + 1.0)
+    _same(f(a=np.ones((0, 3)), b=np.ones(3)), np.ones((0, 3)) * 2 + np.ones(3))
+    a = np.asfortranarray(np.arange(12.0).reshape(3, 4))
+    r = f(a=a, b=a)
+    _same(r, a * 2 + a)
+    assert r.flags.f_contiguous
+    t = np.arange(12.0).reshape(3, 4).T  # not contiguous either way against b
+    _same(f(a=t, b=np.arange(3.0)), t * 2 + np.arange(3.0))
+
+
+def test_in_place_and_overlapping_out():
+    a = np.arange(10.0)
+    f = chokepoint.fuse("a + 1")
+    f(a=a, out=a)
+    _same(a, np.arange(10.0) + 1)
+    a = np.arange(10.0)
+    f(a=a[1:], out=a[:-1])  # partial overlap goes through a buffer
+    _same(a[:-1], np.arange(1.0, 10.0) + 1)
+
+
+@pytest.mark.parametrize("out, error", [
+    (np.empty(4), ValueError), (np.empty(3, np.float32), TypeError), ([0, 0, 0], TypeError)])
+def test_bad_out_is_untouched(out, error):
+    before = np.array(out, copy=True)
+    with pytest.raises(error):
+        chokepoint.fuse("a + 1")(a=np.ones(3), out=out)
+    assert np.array_equal(np.asarray(out), before)
+
+
+def test_shapes_that_do_not_broadcast_give_numpys_error():
+    with pytest.raises(ValueError, match="broadcast"):
+        chokepoint.fuse("a + b")(a=np.ones(3), b=np.ones(4))
+
+
+@pytest.mark.parametrize("code, words", [
+    ("np.sum(a) + b", "np.sum"), ("a[1:] + b", "indexing"), ("a @ b", "np.matmul"),
+    ("np.add.reduce(a) + b", "reduce"), ("a // b", "np.floor_divide"), ("a.mean() + b", ".mean"),
+    ("b if a > 0 else a", "branch")])
+def test_what_cannot_be_fused_names_the_operation(code, words):
+    with pytest.raises(FuseError, match=words) as info:
+        chokepoint.fuse(code)(a=np.ones(3), b=np.ones(3))
+    assert "<fuse>:1" in str(info.value)
+
+
+def test_error_names_the_line_of_a_function():
+    def h(a):
+        b = a + 1
+        return np.cumsum(b)
+
+    line = inspect.getsourcelines(h)[1] + 2
+    with pytest.raises(FuseError, match=rf"test_fuse.py:{line}: return np.cumsum\(b\)"):
+        chokepoint.fuse(h)(np.ones(3))
+
+
+def test_dask_blockwise():
+    da = pytest.importorskip("dask.array")
+    x = np.arange(20.0).reshape(4, 5)
+    dx = da.from_array(x, chunks=(2, 5))
+    r = chokepoint.fuse("np.sqrt(a) * b + 1")(a=dx, b=np.arange(5.0))
+    assert isinstance(r, da.Array)
+    _same(r.compute(), np.sqrt(x) * np.arange(5.0) + 1)
+
+
+def test_pooled_results_are_never_shared_while_referenced(monkeypatch):
+    from chokepoint.fuse import pool
+
+    monkeypatch.setattr(pool, "MIN_BYTES", 64)
+    f = chokepoint.fuse("a + 1")
+    a = np.arange(100.0)
+    first = f(a=a)
+    view = first[10:]
+    second = f(a=a * 2)  # `first` is alive: a new buffer
+    assert not np.may_share_memory(first, second)
+    del first
+    third = f(a=a * 3)  # `view` still refers to the first buffer
+    assert not np.may_share_memory(view, third) and not np.may_share_memory(second, third)
+    _same(view, np.arange(10.0, 100.0) + 1)
+    del view, third
+    fourth = f(a=a)
+    _same(fourth, a + 1)
+    assert fourth.base is not None and fourth.base.nbytes == 800  # from the pool
