@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from chokepoint.measure.statements import (
+    Statement,
     compile_statement,
     mutated,
     names_used,
@@ -47,3 +48,48 @@ def test_mutation_and_same_array():
     assert mutated(before, {"X": np.array([2.0, np.nan])}) == ["X"]
     assert mutated(before, {}) == ["X"]
     assert not same_array(np.ones(2), np.ones(3))
+
+
+# --------------------------------------------------------------------------- Statement
+
+def test_statement_with_a_trailing_comment_runs():
+    s = Statement.parse("np.copy(X)  # note")
+    assert s.mode == "eval" and s.is_expression
+    X = np.arange(3.0)
+    ns = {"np": np, "X": X}
+    out = s.function(ns)()
+    assert np.array_equal(out, X) and out is not X
+    assert np.array_equal(s.run(ns), X)
+    assert compile_statement("np.copy(X)  # note", ns)().tolist() == [0.0, 1.0, 2.0]
+
+
+def test_statement_modes_names_and_values():
+    s = Statement.parse("ne.evaluate('X >= 0').view('i1')")
+    assert {"ne", "X", "view", "evaluate"} <= set(s.names)
+    t = Statement.parse("b = a + 1")
+    assert t.mode == "exec" and t.function({"a": 1})() is None
+    ns = {"a": 1}
+    t.run(ns)
+    assert ns["b"] == 2
+
+
+def test_multi_line_statement_keeps_file_lines():
+    s = Statement.parse("\n\n    y = a + 1\n    y * 2  # last\n", filename="cell.py",
+                        first_line=10)
+    assert s.source == "y = a + 1\ny * 2  # last" and s.mode == "exec"
+    assert s.first_line == 12 and s.location() == "cell.py:12" and s.location(13) == "cell.py:13"
+    fn = s.function({"a": 1})
+    assert fn() == 4
+    assert {line for _, _, line in fn.__code__.co_lines() if line} == {12, 13}
+    assert s.run({"a": 1}) == 4
+
+
+@pytest.mark.parametrize("empty", ["", "   ", "\n  # only a comment\n"])
+def test_empty_statement_refused(empty):
+    with pytest.raises(ValueError, match="empty statement"):
+        Statement.parse(empty)
+
+
+def test_too_deep_statement_is_a_syntax_error_not_memory_error():
+    with pytest.raises(SyntaxError, match="too deeply nested"):
+        Statement.parse("-" * 100000 + "X")

@@ -5,11 +5,26 @@ from __future__ import annotations
 import io
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ..measure.timer import format_seconds
 
-__all__ = ["explanation_text", "format_seconds", "race_table", "race_text"]
+__all__ = ["escape_markup", "explanation_text", "format_seconds", "plain", "race_table",
+           "race_text"]
+
+
+def escape_markup(text: object) -> str:
+    """``text`` (a statement, a note, an error) made safe to embed in a rich markup string:
+    ``X[mask]`` stays ``X[mask]`` and ``'[/x]'`` raises no MarkupError. Use it for every
+    user-supplied string in a ``console.print(f"...")``; :func:`plain` for table cells."""
+    return escape(str(text))
+
+
+def plain(text: object) -> Text:
+    """``text`` as a rich Text, never parsed as markup (for table cells)."""
+    return Text(str(text))
 
 
 def race_table(result) -> Table:
