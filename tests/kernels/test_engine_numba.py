@@ -98,3 +98,15 @@ def test_backend_from_the_environment():
                          env={**os.environ, "CHOKEPOINT_BACKEND": "fortran"},
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "unknown backend 'fortran'" in bad.stderr
+
+
+def test_no_streaming_stores_into_an_output_that_is_also_an_input():
+    # in place, the lines were just read: non-temporal stores cost 1.2-3.7x there (issue 9)
+    from chokepoint.kernels import engine_numba
+
+    n = (engine_numba.STREAM_MIN_BYTES // 8) + 8
+    g, x, o = np.ones(n), np.ones(n), np.empty(n)
+    assert engine_numba._streamable(o, (g, x))
+    assert not engine_numba._streamable(g, (g, x))
+    assert not engine_numba._streamable(g[:], (g, x))  # a view of an input is the input
+    assert not engine_numba._streamable(o[: n // 2], ())  # too small to stream

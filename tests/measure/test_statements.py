@@ -93,3 +93,34 @@ def test_empty_statement_refused(empty):
 def test_too_deep_statement_is_a_syntax_error_not_memory_error():
     with pytest.raises(SyntaxError, match="too deeply nested"):
         Statement.parse("-" * 100000 + "X")
+
+
+def test_setup_leaves_the_users_random_state_alone():
+    # issue 13.2: a race or explain inside IPython must not reseed the user's generators
+    import random
+
+    np.random.seed(5)  # noqa: NPY002 - the legacy global RNG is what must stay untouched
+    random.seed(5)
+    np_before, py_before = np.random.get_state()[1].copy(), random.getstate()  # noqa: NPY002
+    ns = run_setup("X = np.random.randn(3); r = random.random()", code=["X"],
+                   base={"random": random})
+    assert ns["X"].shape == (3,)
+    assert np.array_equal(np.random.get_state()[1], np_before)  # noqa: NPY002
+    assert random.getstate() == py_before
+
+
+def test_race_never_changes_arrays_reached_through_containers_or_attributes():
+    # issue 13.1: D['X'] and b.arr are the user's arrays; the statement writes into them
+    import types
+
+    import chokepoint
+
+    A = np.linspace(-1, 1, 64)
+    D = {"X": A}
+    b = types.SimpleNamespace(arr=A.copy())
+    before, before_b = A.copy(), b.arr.copy()
+    r = chokepoint.race(["np.maximum(D['X'], 0, out=D['X'])", "np.maximum(b.arr, 0, out=b.arr)"],
+                        namespace={"D": D, "b": b}, min_time=0.001, repeats=1)
+    assert all(c.error is None for c in r.candidates)
+    assert np.array_equal(A, before) and D["X"] is A
+    assert np.array_equal(b.arr, before_b)

@@ -259,7 +259,7 @@ def _launch(p, masks, out, operands, weak) -> None:
         codegen.kernel(p, masks, "serial")(out, *operands, *weak)
         return
     with engine_numba._launch_lock:
-        if out.ndim == 1 and engine_numba._streamable(out):
+        if out.ndim == 1 and engine_numba._streamable(out, tuple(operands)):
             codegen.kernel(p, masks, "stream")(out, *operands, *weak)
             head = n - n % 8
             if head < n:

@@ -234,9 +234,18 @@ def _kernel(name: str, mode: str) -> Callable:
     return kernel
 
 
-def _streamable(out: np.ndarray) -> bool:
+def _streamable(out: np.ndarray, inputs: tuple = ()) -> bool:
+    """Whether to write ``out`` with non-temporal stores.
+
+    Only for large outputs that are not also one of ``inputs`` (in place): those lines were just
+    read into the cache, and streaming them out cost 1.2-3.7x against plain stores on an AMD EPYC
+    (benchmarks/stream_variants.py). The mask kernels pass no inputs: they stream in place too,
+    because their plain variants are the slower ones there.
+    """
     return (out.nbytes >= STREAM_MIN_BYTES and out.itemsize in (4, 8)
-            and out.ctypes.data % 16 == 0)
+            and out.ctypes.data % 16 == 0
+            and not any(isinstance(a, np.ndarray) and np.may_share_memory(a, out)
+                        for a in inputs))
 
 
 def _launch(name: str, out: np.ndarray, *args) -> None:
@@ -248,7 +257,7 @@ def _launch(name: str, out: np.ndarray, *args) -> None:
         _kernel(name, "serial")(*args)
         return
     with _launch_lock:
-        if _streamable(out):
+        if _streamable(out, args[:OPS[name].arity] if name in OPS else ()):
             _kernel(name, "stream")(*args)
             # the tail of n % 8 elements (the serial kernels take any range)
             head = n - n % 8
