@@ -19,6 +19,7 @@ Safety:
 
 from __future__ import annotations
 
+import ast
 import os
 import threading
 from collections.abc import Callable
@@ -248,6 +249,29 @@ def _streamable(out: np.ndarray, inputs: tuple = ()) -> bool:
                         for a in inputs))
 
 
+_SELECTS = {"select", "logical_not", "logical_and"}
+
+
+def _select_only(name: str) -> bool:
+    """Whether op ``name`` is selects and comparisons only (the ReLU family).
+
+    Only those have a streaming variant worth running: the 8 unrolled lanes of
+    :data:`_MAP_STREAM` stay scalar code when the expression calls ``exp`` and the like, so that
+    SiLU took 175 ms in the streaming variant against 15.5 ms in the plain parallel one (3e7
+    float32, AMD EPYC).
+    """
+    calls = {node.func.id for node in ast.walk(ast.parse(OPS[name].expr, mode="eval"))
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    return calls <= _SELECTS
+
+
+def _stream_inputs(name: str, args: tuple) -> tuple | None:
+    """The inputs that ``out`` must not share memory with to stream, or None: never stream."""
+    if name not in OPS:
+        return ()  # the mask kernels
+    return args[:OPS[name].arity] if _STREAMING_OPS.get(name) else None
+
+
 def _launch(name: str, out: np.ndarray, *args) -> None:
     """Run kernel ``name`` over ``args``; ``out`` is the array it writes (the last for masks)."""
     n = out.shape[0]
@@ -257,7 +281,8 @@ def _launch(name: str, out: np.ndarray, *args) -> None:
         _kernel(name, "serial")(*args)
         return
     with _launch_lock:
-        if _streamable(out, args[:OPS[name].arity] if name in OPS else ()):
+        inputs = _stream_inputs(name, args)
+        if inputs is not None and _streamable(out, inputs):
             _kernel(name, "stream")(*args)
             # the tail of n % 8 elements (the serial kernels take any range)
             head = n - n % 8
@@ -302,6 +327,9 @@ def mask_forward(x: np.ndarray, y: np.ndarray, bits: np.ndarray, zero, at_zero: 
 def mask_backward(grad: np.ndarray, bits: np.ndarray, out: np.ndarray, zero) -> None:
     """``out = grad`` where the packed bit is set, else 0."""
     _launch("mask_backward", out, grad, bits, out, zero)
+
+
+_STREAMING_OPS = {name: _select_only(name) for name in OPS}
 
 
 def _after_fork_in_child() -> None:

@@ -16,6 +16,8 @@ import math
 import numba
 import numpy as np
 
+from . import vecmath
+
 __all__ = ["CUDA", "NUMBA", "NUMPY"]
 
 
@@ -39,7 +41,7 @@ NUMBA = {
     "select": _select,
     "logical_not": _logical_not,
     "logical_and": _logical_and,
-    "exp": math.exp,
+    "exp": vecmath.exp,  # vectorisable; libm's exp is a scalar call numba cannot vectorise
     "expm1": math.expm1,
     "log1p": math.log1p,
     "erf": math.erf,
