@@ -42,10 +42,10 @@ NUMBA = {
     "logical_not": _logical_not,
     "logical_and": _logical_and,
     "exp": vecmath.exp,  # vectorisable; libm's exp is a scalar call numba cannot vectorise
-    "expm1": math.expm1,
+    "expm1": vecmath.expm1,
     "log1p": math.log1p,
     "erf": math.erf,
-    "tanh": math.tanh,
+    "tanh": vecmath.tanh,
 }
 
 _erf_double = np.frompyfunc(math.erf, 1, 1)
