@@ -67,3 +67,24 @@ def test_explain_json_and_text(cached_roof, capsys):
     assert "operations" in capsys.readouterr().out
     assert main(["explain", "1 / 0"]) == 1
     assert "ZeroDivisionError" in capsys.readouterr().err
+
+
+def test_statements_with_brackets_print_as_written(cached_roof, capsys):
+    assert main(["race", "-s", "X = np.ones(3); mask = X > 0", "X[mask]", "len('[/x]') + X",
+                 "--min-time", "0.001", "--repeats", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "X[mask]" in out and "len('[/x]') + X" in out
+
+
+def test_progress_line_shows_statements_as_written():
+    from rich.progress import TextColumn
+
+    from chokepoint.cli import _Progress
+
+    progress = _Progress(total=2)
+    try:
+        progress("len('[/x]') + X[mask]")
+        task = progress._progress.tasks[0]
+        assert TextColumn("{task.description}").render(task).plain == "len('[/x]') + X[mask]"
+    finally:
+        progress.close()

@@ -63,7 +63,9 @@ class _Progress:
             self._started = True
         else:
             self._progress.advance(self._task)
-        self._progress.update(self._task, description=description[:60])
+        from .report.text import escape_markup
+
+        self._progress.update(self._task, description=escape_markup(description[:60]))
 
     def close(self) -> None:
         if self._started:
@@ -127,8 +129,10 @@ def run_explain(args: argparse.Namespace, statement: str, namespace: dict | None
     from rich.console import Console
 
     from .explain import explain
+    from .report.text import escape_markup
 
-    with Console(stderr=True).status(f"explaining {statement[:50]} (runs it several times)"):
+    with Console(stderr=True).status(f"explaining {escape_markup(statement[:50])} "
+                                     "(runs it several times)"):
         return explain(statement, args.setup, namespace=namespace, min_time=args.min_time)
 
 
