@@ -88,3 +88,18 @@ def test_progress_line_shows_statements_as_written():
         assert TextColumn("{task.description}").render(task).plain == "len('[/x]') + X[mask]"
     finally:
         progress.close()
+
+
+def test_json_stdout_holds_only_the_json_when_statements_print(cached_roof, capsys):
+    assert main(["race", "--json", "-s", "X = np.ones(9); print('setup says hi')",
+                 "print('stmt says hi') or X", "X", "--min-time", "0.001",
+                 "--repeats", "3"]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert [c["statement"] for c in data["candidates"]] == ["print('stmt says hi') or X", "X"]
+    assert "stmt says hi" in captured.err and "setup says hi" in captured.err
+    assert main(["explain", "--json", "-s", "X = np.ones(9); print('setup says hi')",
+                 "print('stmt says hi') or X + 1", "--min-time", "0.01"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["statement"] == "print('stmt says hi') or X + 1"
+    assert "stmt says hi" in captured.err

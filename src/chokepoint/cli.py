@@ -6,6 +6,7 @@ Thin: parse the arguments, call the API, print.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 
@@ -105,8 +106,15 @@ def emit(result, args: argparse.Namespace) -> None:
             print(f"{what} written to {getattr(args, what)}")
 
 
+def _user_output(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+    """Where the user's code prints while it runs: stderr with ``--json`` (stdout then holds
+    the JSON only), else stdout."""
+    return contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
+
+
 def _race(args: argparse.Namespace) -> int:
-    result = run_race(args, args.statements)
+    with _user_output(args):
+        result = run_race(args, args.statements)
     emit(result, args)
     return 130 if result.interrupted and "Ctrl-C" in result.interrupted else 0
 
@@ -142,7 +150,7 @@ def _explain(args: argparse.Namespace) -> int:
     from .explain import ExplainError
 
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _user_output(args):
             warnings.simplefilter("ignore", RuntimeWarning)  # they are in the report
             explanation = run_explain(args, args.statement)
     except ExplainError as exc:
