@@ -67,3 +67,101 @@ def test_explain_json_and_text(cached_roof, capsys):
     assert "operations" in capsys.readouterr().out
     assert main(["explain", "1 / 0"]) == 1
     assert "ZeroDivisionError" in capsys.readouterr().err
+
+
+def test_statements_with_brackets_print_as_written(cached_roof, capsys):
+    assert main(["race", "-s", "X = np.ones(3); mask = X > 0", "X[mask]", "len('[/x]') + X",
+                 "--min-time", "0.001", "--repeats", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "X[mask]" in out and "len('[/x]') + X" in out
+
+
+def test_progress_line_shows_statements_as_written():
+    from rich.progress import TextColumn
+
+    from chokepoint.cli import _Progress
+
+    progress = _Progress(total=2)
+    try:
+        progress("len('[/x]') + X[mask]")
+        task = progress._progress.tasks[0]
+        assert TextColumn("{task.description}").render(task).plain == "len('[/x]') + X[mask]"
+    finally:
+        progress.close()
+
+
+def test_json_stdout_holds_only_the_json_when_statements_print(cached_roof, capsys):
+    assert main(["race", "--json", "-s", "X = np.ones(9); print('setup says hi')",
+                 "print('stmt says hi') or X", "X", "--min-time", "0.001",
+                 "--repeats", "3"]) == 0
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert [c["statement"] for c in data["candidates"]] == ["print('stmt says hi') or X", "X"]
+    assert "stmt says hi" in captured.err and "setup says hi" in captured.err
+    assert main(["explain", "--json", "-s", "X = np.ones(9); print('setup says hi')",
+                 "print('stmt says hi') or X + 1", "--min-time", "0.01"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["statement"] == "print('stmt says hi') or X + 1"
+    assert "stmt says hi" in captured.err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["race", "X", "--min-time", "-1"], "--min-time: must be a positive number, got '-1'"),
+    (["race", "X", "--min-time", "0"], "--min-time: must be a positive number"),
+    (["race", "X", "--min-time", "nan"], "--min-time: must be a positive number"),
+    (["race", "X", "--repeats", "0"], "--repeats: must be a positive integer, got '0'"),
+    (["race", "X", "--repeats", "2.5"], "--repeats: must be a positive integer"),
+    (["race", "X", "--rtol=-1e-3"], "--rtol: must be a non-negative number"),
+    (["explain", "X", "--min-time", "-5"], "--min-time: must be a positive number"),
+    (["demo", "--min-time", "-5"], "--min-time: must be a positive number"),
+    (["race", "X", ""], "a candidate must not be empty or only whitespace"),
+    (["race", "  \t", "X"], "a candidate must not be empty or only whitespace"),
+])
+def test_bad_option_values_are_refused_with_a_clear_message(argv, message, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("reference", ["5", "2", "-1"])
+def test_reference_out_of_range_is_a_message_not_a_traceback(reference, capsys):
+    assert main(["race", "-s", "X = np.ones(3)", "X", "X + 1", "--reference", reference]) == 2
+    err = capsys.readouterr().err
+    assert f"--reference {reference} does not index a candidate: there are 2 (0..1)" in err
+
+
+def test_a_race_where_every_candidate_fails_exits_non_zero(cached_roof, capsys):
+    assert main(["race", "1 / 0", "undefined_name", "--min-time", "0.001"]) == 1
+    out = capsys.readouterr().out
+    assert "ZeroDivisionError" in out and "NameError" in out
+    assert main(["race", "--json", "-s", "1 / 0", "X", "--min-time", "0.001"]) == 1
+    assert "ZeroDivisionError" in json.loads(capsys.readouterr().out)["candidates"][0]["error"]
+
+
+@pytest.mark.parametrize("setup, error", [("X = 1 / 0", "ZeroDivisionError: division by zero"),
+                                          ("X = (", "SyntaxError")])
+def test_an_explain_setup_error_is_a_message_not_a_traceback(setup, error, capsys):
+    assert main(["explain", "-s", setup, "X + 1", "--min-time", "0.01"]) == 1
+    err = capsys.readouterr().err
+    assert "chokepoint explain: the setup raised " + error in err
+    assert "Traceback" not in err
+
+
+def test_a_bad_output_path_keeps_the_results_and_says_why(cached_roof, capsys, tmp_path):
+    missing = tmp_path / "no such dir"
+    fast = ["-s", "X = np.ones(3)", "X + 1", "--min-time", "0.001", "--repeats", "3"]
+    assert main(["race", *fast, "--html", str(missing / "r.html"),
+                 "--plot", str(tmp_path / "r.txt")]) == 1
+    captured = capsys.readouterr()
+    assert "X + 1" in captured.out and "relative" in captured.out
+    assert f"chokepoint: cannot write --html {missing / 'r.html'}: " in captured.err
+    assert "cannot write --plot" in captured.err and ".png or .svg" in captured.err
+    assert main(["race", "--json", *fast, "--html", str(missing / "r.html")]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["candidates"][0]["statement"] == "X + 1"
+    assert "cannot write --html" in captured.err
+    assert main(["explain", "-s", "X = np.ones(10)", "X + 1", "--min-time", "0.01",
+                 "--html", str(missing / "e.html")]) == 1
+    captured = capsys.readouterr()
+    assert "operations" in captured.out and "cannot write --html" in captured.err

@@ -6,11 +6,55 @@ Thin: parse the arguments, call the API, print.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import sys
 
-__all__ = ["add_explain_arguments", "add_race_arguments", "demo_candidates", "emit", "main",
-           "parse_sizes", "run_explain", "run_race"]
+__all__ = ["add_explain_arguments", "add_race_arguments", "candidate", "demo_candidates", "emit",
+           "main", "non_negative_float", "parse_sizes", "positive_float", "positive_int",
+           "run_explain", "run_race"]
+
+
+def positive_float(text: str) -> float:
+    """An option's value as a finite number above zero (``--min-time``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """An option's value as a finite number at or above zero (``--rtol``, ``--atol``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a non-negative number, got {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An option's value as an integer above zero (``--repeats``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def candidate(text: str) -> str:
+    """A candidate statement: refused when empty or only whitespace (it would time a no-op)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"a candidate must not be empty or only whitespace, "
+                                         f"got {text!r}")
+    return text
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -29,16 +73,20 @@ def add_race_arguments(parser: argparse.ArgumentParser, *, statements: bool = Tr
     """The race options, shared by ``chokepoint race`` and the ``%race`` magic."""
     parser.add_argument("-s", "--setup", default="", help="setup code run before each candidate")
     if statements:
-        parser.add_argument("statements", nargs="+", metavar="STMT", help="candidates")
+        parser.add_argument("statements", nargs="+", metavar="STMT", type=candidate,
+                            help="candidates")
     parser.add_argument("--reference", type=int, default=0,
                         help="index of the candidate the others must agree with (default 0)")
     parser.add_argument("--sizes", type=parse_sizes,
                         help="sweep sizes, e.g. 1e3,1e4,1e5 (setup sees n)")
-    parser.add_argument("--min-time", type=float, default=0.2,
+    parser.add_argument("--min-time", type=positive_float, default=0.2,
                         help="seconds per timing repeat (default 0.2)")
-    parser.add_argument("--repeats", type=int, default=5, help="timing repeats (default 5)")
-    parser.add_argument("--rtol", type=float, help="relative tolerance for agreement")
-    parser.add_argument("--atol", type=float, help="absolute tolerance for agreement")
+    parser.add_argument("--repeats", type=positive_int, default=5,
+                        help="timing repeats (default 5)")
+    parser.add_argument("--rtol", type=non_negative_float,
+                        help="relative tolerance for agreement")
+    parser.add_argument("--atol", type=non_negative_float,
+                        help="absolute tolerance for agreement")
     parser.add_argument("--rotate", action="store_true",
                         help="cycle through copies of the inputs when they fit in the cache")
     parser.add_argument("--json", action="store_true", help="print the result as JSON only")
@@ -63,7 +111,9 @@ class _Progress:
             self._started = True
         else:
             self._progress.advance(self._task)
-        self._progress.update(self._task, description=description[:60])
+        from .report.text import escape_markup
+
+        self._progress.update(self._task, description=escape_markup(description[:60]))
 
     def close(self) -> None:
         if self._started:
@@ -85,28 +135,78 @@ def run_race(args: argparse.Namespace, statements, namespace: dict | None = None
         progress.close()
 
 
-def emit(result, args: argparse.Namespace) -> None:
-    """Write the files the options ask for (``--plot``, ``--html``), then print the result as
-    JSON (``--json``) or as its text report. Serves races and explanations alike."""
-    if getattr(args, "plot", None):
-        result.plot(args.plot)
-    if getattr(args, "html", None):
-        from pathlib import Path
-
-        Path(args.html).write_text(result.to_html(), encoding="utf-8")
-    if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+def _write(result, what: str, path: str) -> None:
+    """Write ``result``'s plot (``what == "plot"``) or HTML report to ``path``."""
+    if what == "plot":
+        result.plot(path)
         return
-    print(str(result), end="")
+    from pathlib import Path
+
+    Path(path).write_text(result.to_html(), encoding="utf-8")
+
+
+def emit(result, args: argparse.Namespace) -> int:
+    """Print the result as JSON (``--json``) or as its text report, then write the files the
+    options ask for (``--plot``, ``--html``). Serves races and explanations alike.
+
+    Returns
+    -------
+    int
+        0, or 1 when a file could not be written (said on stderr; the result is printed
+        already, so nothing measured is lost).
+    """
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2), flush=True)
+    else:
+        print(str(result), end="", flush=True)
+    status = 0
     for what in ("plot", "html"):
-        if getattr(args, what, None):
-            print(f"{what} written to {getattr(args, what)}")
+        path = getattr(args, what, None)
+        if not path:
+            continue
+        try:
+            _write(result, what, path)
+        except (OSError, ValueError, ImportError) as exc:
+            print(f"chokepoint: cannot write --{what} {path}: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        if not args.json:
+            print(f"{what} written to {path}")
+    return status
+
+
+def _user_output(args: argparse.Namespace) -> contextlib.AbstractContextManager:
+    """Where the user's code prints while it runs: stderr with ``--json`` (stdout then holds
+    the JSON only), else stdout."""
+    return contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
 
 
 def _race(args: argparse.Namespace) -> int:
-    result = run_race(args, args.statements)
-    emit(result, args)
-    return 130 if result.interrupted and "Ctrl-C" in result.interrupted else 0
+    count = len(args.statements)
+    if not 0 <= args.reference < count:
+        print(f"chokepoint race: --reference {args.reference} does not index a candidate: "
+              f"there are {count} (0..{count - 1})", file=sys.stderr)
+        return 2
+    with _user_output(args):
+        result = run_race(args, args.statements)
+    status = emit(result, args)
+    if result.interrupted and "Ctrl-C" in result.interrupted:
+        return 130
+    if not any(c.error is None for c in result.candidates):
+        return 1  # nothing ran: the table says why
+    return status
+
+
+def _setup_error(exc: BaseException) -> bool:
+    """Whether ``exc`` came from the setup code (compiled as ``<setup>``), not chokepoint."""
+    if isinstance(exc, SyntaxError) and exc.filename == "<setup>":
+        return True
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == "<setup>":
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def add_explain_arguments(parser: argparse.ArgumentParser, *, statement: bool = True) -> None:
@@ -114,7 +214,7 @@ def add_explain_arguments(parser: argparse.ArgumentParser, *, statement: bool = 
     parser.add_argument("-s", "--setup", default="", help="setup code that makes the inputs")
     if statement:
         parser.add_argument("statement", metavar="STMT", help="the expression to explain")
-    parser.add_argument("--min-time", type=float, default=0.1,
+    parser.add_argument("--min-time", type=positive_float, default=0.1,
                         help="seconds per timing repeat of the statement (default 0.1)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON only")
     parser.add_argument("--plot", metavar="FILE",
@@ -127,8 +227,10 @@ def run_explain(args: argparse.Namespace, statement: str, namespace: dict | None
     from rich.console import Console
 
     from .explain import explain
+    from .report.text import escape_markup
 
-    with Console(stderr=True).status(f"explaining {statement[:50]} (runs it several times)"):
+    with Console(stderr=True).status(f"explaining {escape_markup(statement[:50])} "
+                                     "(runs it several times)"):
         return explain(statement, args.setup, namespace=namespace, min_time=args.min_time)
 
 
@@ -138,14 +240,19 @@ def _explain(args: argparse.Namespace) -> int:
     from .explain import ExplainError
 
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _user_output(args):
             warnings.simplefilter("ignore", RuntimeWarning)  # they are in the report
             explanation = run_explain(args, args.statement)
     except ExplainError as exc:
         print(f"chokepoint explain: {exc}", file=sys.stderr)
         return 1
-    emit(explanation, args)
-    return 0
+    except Exception as exc:
+        if not _setup_error(exc):
+            raise
+        print(f"chokepoint explain: the setup raised {type(exc).__name__}: {exc}",
+              file=sys.stderr)
+        return 1
+    return emit(explanation, args)
 
 
 DEMO_SETUP = """\
@@ -255,7 +362,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = commands.add_parser("demo", help="the origin question, measured on this machine")
     demo.add_argument("--quick", action="store_true", help="a 10x smaller X")
-    demo.add_argument("--min-time", type=float, default=0.2,
+    demo.add_argument("--min-time", type=positive_float, default=0.2,
                       help="seconds per timing repeat (default 0.2)")
     demo.add_argument("--plot", metavar="FILE", help="write the race plot (.png or .svg)")
     demo.add_argument("--html", metavar="FILE", help="write the race's HTML report")

@@ -38,9 +38,10 @@ def race_table(result) -> Table:
                           ("% roof", "right"), ("agrees", "center"), ("note", "left")]:
         table.add_column(name, justify=justify, overflow="fold")
     for c in result.candidates:
-        label = c.statement + ("  [reference]" if c.statement == result.reference else "")
+        label = plain(c.statement + ("  [reference]" if c.statement == result.reference
+                                     else ""))
         if c.error:
-            table.add_row(label, "failed", "", "", "", "", "", "", c.error)
+            table.add_row(label, "failed", "", "", "", "", "", "", plain(c.error))
             continue
         agrees = {True: "yes", False: "NO", None: "-"}[c.agrees]
         table.add_row(
@@ -48,7 +49,7 @@ def race_table(result) -> Table:
             f"{c.relative:.2f}x" if c.relative else "-",
             f"{c.gbps:.1f}" if c.gbps is not None else "-",
             f"{100 * c.roof_fraction:.0f}%" if c.roof_fraction is not None else "-",
-            agrees, c.note)
+            agrees, plain(c.note))
     return table
 
 
@@ -58,9 +59,10 @@ def race_text(result, width: int = 140) -> str:
     console = Console(file=buffer, width=width, color_system=None)
     console.print(race_table(result))
     if result.sizes:
-        console.print(f"sizes swept: {result.sizes}; the table shows n={result.sizes[-1]}")
+        console.print(plain(f"sizes swept: {result.sizes}; the table shows "
+                            f"n={result.sizes[-1]}"))
     if result.interrupted:
-        console.print(f"[{result.interrupted}: results so far]")
+        console.print(plain(f"[{result.interrupted}: results so far]"))
     return buffer.getvalue()
 
 
@@ -73,7 +75,7 @@ def explanation_text(e, width: int = 120) -> str:
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, color_system=None, highlight=False)
     m = e.machine
-    console.print(f"{e.statement}")
+    console.print(plain(e.statement))
     console.print(f"  {format_seconds(e.median_s)} (± {format_seconds(e.iqr_s)} IQR) on "
                   f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores; "
                   f"roof {m.get('read_bw', 0) / 1e9:.1f} GB/s read")
@@ -86,7 +88,7 @@ def explanation_text(e, width: int = 120) -> str:
                           ("% roof", "right")]:
         table.add_column(name, justify=justify, overflow="fold")
     for op in e.ops:
-        table.add_row(op["name"], _mb(op["in_bytes"]), _mb(op["out_bytes"]),
+        table.add_row(plain(op["name"]), _mb(op["in_bytes"]), _mb(op["out_bytes"]),
                       "yes" if op["allocates"] else "",
                       format_seconds(op["time_s"]) if op["time_s"] else "free",
                       f"{op['gbps']:.1f}", f"{100 * op['roof_fraction']:.0f}%")
@@ -95,22 +97,26 @@ def explanation_text(e, width: int = 120) -> str:
     if not e.findings:
         console.print("  none: no probe measured an effect")
     for i, f in enumerate(e.findings, 1):
-        console.print(f"  {i}. {f.kind} ({100 * f.share:.0f}%): {f.evidence}")
-        console.print(f"     -> {f.suggestion}")
+        console.print(f"  {i}. {escape_markup(f.kind)} ({100 * f.share:.0f}%): "
+                      f"{escape_markup(f.evidence)}")
+        console.print(f"     -> {escape_markup(f.suggestion)}")
     if e.ruled_out:
         console.print("ruled out (suspected, not confirmed by the measurement):")
         for r in e.ruled_out:
-            console.print(f"  - {r.kind}: {r.evidence}")
+            console.print(f"  - {escape_markup(r.kind)}: {escape_markup(r.evidence)}")
     if e.rewrite:
         r = e.rewrite
-        console.print(f"rewrite: {r['statement']} — predicted {format_seconds(r['predicted_s'])}"
-                      f", measured {format_seconds(r['measured_s'])}: {r['speedup']:.1f}x "
-                      "faster, same values" + (f" ({r['note']})" if r.get("note") else ""))
+        note = f" ({escape_markup(r['note'])})" if r.get("note") else ""
+        console.print(f"rewrite: {escape_markup(r['statement'])} — predicted "
+                      f"{format_seconds(r['predicted_s'])}, measured "
+                      f"{format_seconds(r['measured_s'])}: {r['speedup']:.1f}x faster, same "
+                      f"values{note}")
         if r.get("narrow"):
             n = r["narrow"]
-            console.print(f"         {n['statement']} (uint8, same values) — predicted "
+            console.print(f"         {escape_markup(n['statement'])} (uint8, same values) — "
+                          "predicted "
                           f"{format_seconds(n['predicted_s'])}, measured "
                           f"{format_seconds(n['measured_s'])}: {n['speedup']:.1f}x faster")
     for w in e.warnings:
-        console.print(f"note: {w}")
+        console.print(f"note: {escape_markup(w)}")
     return buffer.getvalue()
