@@ -119,8 +119,10 @@ def test_in_place_and_overlapping_out():
 
 
 @pytest.mark.parametrize("out, error", [
-    (np.empty(4), ValueError), (np.empty(3, np.float32), TypeError), ([0, 0, 0], TypeError)])
+    (np.full(4, 7.0), ValueError), (np.full(3, 7.0, np.float32), TypeError),
+    ([0, 0, 0], TypeError)])
 def test_bad_out_is_untouched(out, error):
+    # filled, not np.empty: uninitialised memory may hold NaN, which never compares equal
     before = np.array(out, copy=True)
     with pytest.raises(error):
         chokepoint.fuse("a + 1")(a=np.ones(3), out=out)
