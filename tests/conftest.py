@@ -13,7 +13,8 @@ def small_roof() -> Roofline:
     """A fixed roofline, so that tests do not spend 10 s measuring the machine."""
     return Roofline(read_bw=20e9, write_bw=10e9, copy_bw=15e9, triad_bw=15e9,
                     read_bw_1t=10e9, write_bw_1t=5e9, copy_bw_1t=8e9, triad_bw_1t=8e9,
-                    flops=20e9, flops_1t=10e9, machine=machine_info(),
+                    flops=20e9, flops_1t=10e9, gemm={"float32": 100e9, "float64": 50e9},
+                    gemm_1t={"float32": 50e9, "float64": 25e9}, machine=machine_info(),
                     measured_at="2026-12-02T00:00:00", seconds=0.0)
 
 

@@ -326,11 +326,15 @@ def _roofline(args: argparse.Namespace) -> int:
     m = roof.machine
     print(f"{m['cpu']}, {m['cores']} cores, {m['threads']} numba threads "
           f"(measured {roof.measured_at} in {roof.seconds:.1f} s; cache {cache_path()})")
-    print(f"{'':10}{'all threads':>14}{'1 thread':>12}")
+    print(f"{'':10}{'all threads':>14}{'1 thread':>14}")
     for name in ("read", "write", "copy", "triad"):
-        print(f"{name + ' B/s':10}{getattr(roof, name + '_bw') / 1e9:>10.1f} GB/s"
-              f"{getattr(roof, name + '_bw_1t') / 1e9:>7.1f} GB/s")
-    print(f"{'float64':10}{roof.flops / 1e9:>7.1f} GFLOP/s{roof.flops_1t / 1e9:>5.1f} GFLOP/s")
+        print(f"{name + ' B/s':10}{getattr(roof, name + '_bw') / 1e9:>9.1f} GB/s  "
+              f"{getattr(roof, name + '_bw_1t') / 1e9:>9.1f} GB/s")
+    print(f"{'float64':10}{roof.flops / 1e9:>7.1f} GFLOP/s{roof.flops_1t / 1e9:>7.1f} GFLOP/s"
+          "  elementwise multiply-add")
+    for name in sorted(roof.gemm):
+        print(f"{name:10}{roof.gemm[name] / 1e9:>7.1f} GFLOP/s"
+              f"{roof.gemm_1t.get(name, float('nan')) / 1e9:>7.1f} GFLOP/s  matmul (NumPy's BLAS)")
     return 0
 
 

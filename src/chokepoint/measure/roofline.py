@@ -5,7 +5,9 @@ Bandwidths are measured with numba ``prange`` kernels on arrays far larger than 
 because integer addition is associative), *write* (fill), *copy* and *triad* (``a = b + s * c``).
 Bytes are counted as the program asks for them (a copy moves 16 B per element, read + write);
 the write-allocate traffic a store may cause is part of what the machine costs, so it is not
-added. The compute ceiling is float64 multiply-adds on data that stays in registers.
+added. The elementwise compute ceiling is float64 multiply-adds on data that stays in
+registers; the matrix ceilings (``gemm``) are NumPy's own matrix product (its BLAS) on square
+float32 and float64 matrices, with all of the BLAS's threads and with one (threadpoolctl).
 
 The result is cached per machine (CPU model, core count, thread count) as JSON in the user's
 cache directory, so race and explain pay for it once. ``chokepoint roofline --refresh`` measures
@@ -32,6 +34,8 @@ __all__ = ["ARRAY_BYTES", "Roofline", "cache_path", "machine_info", "measure_ban
 
 ARRAY_BYTES = 256 * 2**20
 _FLOP_STEPS = 64
+GEMM_SIZE = 1536  # n of the n x n matrix products: 7 GFLOP, past BLAS's small-matrix regime
+GEMM_DTYPES = ("float32", "float64")
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -81,7 +85,11 @@ class Roofline:
     read_bw_1t, write_bw_1t, copy_bw_1t, triad_bw_1t : float
         One-thread bandwidths in B/s.
     flops, flops_1t : float
-        float64 arithmetic rate (a multiply and an add count 2), all threads and one.
+        float64 elementwise arithmetic rate (a multiply and an add count 2), all threads and
+        one.
+    gemm, gemm_1t : dict
+        NumPy's matrix product rate in flop/s per dtype name (``"float32"``, ``"float64"``),
+        with all BLAS threads and one; ``2 n**3`` flops for an ``n x n`` product.
     machine : dict
         CPU model, core count, thread count, NumPy and numba versions.
     measured_at : str
@@ -100,6 +108,8 @@ class Roofline:
     triad_bw_1t: float
     flops: float
     flops_1t: float
+    gemm: dict
+    gemm_1t: dict
     machine: dict
     measured_at: str
     seconds: float
@@ -116,6 +126,14 @@ class Roofline:
     def attainable(self, intensity: float) -> float:
         """Roofline model: flop/s attainable at ``intensity`` flop per byte."""
         return min(self.flops, intensity * self.bandwidth)
+
+    def gemm_ceiling(self, dtype, *, one_thread: bool = False) -> float:
+        """The matrix-product ceiling in flop/s for ``dtype`` (float32's for narrower floats
+        and integers, float64's for wider and complex ones)."""
+        table = self.gemm_1t if one_thread else self.gemm
+        kind = np.dtype(dtype)
+        name = "float32" if kind.kind in "fiub" and kind.itemsize <= 4 else "float64"
+        return float(table.get(name) or max(table.values()))
 
     def to_dict(self) -> dict:
         """Plain-data form (JSON-ready)."""
@@ -158,7 +176,8 @@ def cache_path(machine: dict | None = None) -> Path:
     import platformdirs
 
     machine = machine_info() if machine is None else machine
-    key = json.dumps({k: machine[k] for k in ("cpu", "cores", "threads")}, sort_keys=True)
+    key = json.dumps({**{k: machine[k] for k in ("cpu", "cores", "threads")}, "schema": 2},
+                     sort_keys=True)  # schema 2: the GEMM ceilings
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return Path(platformdirs.user_cache_dir("chokepoint")) / f"roofline-{digest}.json"
 
@@ -188,6 +207,29 @@ def _flop_rate(min_time: float) -> float:
     return a.size * _FLOP_STEPS * 2 / seconds
 
 
+def _gemm_rates(min_time: float) -> dict[str, float]:
+    rng = np.random.default_rng(0)
+    rates = {}
+    for name in GEMM_DTYPES:
+        a = rng.random((GEMM_SIZE, GEMM_SIZE)).astype(name)
+        b = rng.random((GEMM_SIZE, GEMM_SIZE)).astype(name)
+        out = np.empty_like(a)
+        m = measure(lambda a=a, b=b, out=out: np.matmul(a, b, out=out),
+                    min_time=min_time, repeats=3)
+        rates[name] = 2 * GEMM_SIZE**3 / m.min
+    return rates
+
+
+def _one_blas_thread():
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # without it, one-thread ceilings equal the all-thread ones
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def measure_roofline(*, nbytes: int = ARRAY_BYTES, min_time: float = 0.1) -> Roofline:
     """Measure this machine's ceilings now (about 10 s with the defaults).
 
@@ -210,6 +252,10 @@ def measure_roofline(*, nbytes: int = ARRAY_BYTES, min_time: float = 0.1) -> Roo
         one_thread = {**measure_bandwidths(nbytes, min_time), "flops": _flop_rate(min_time)}
     finally:
         numba.set_num_threads(threads)
+    # BLAS last: its threads spin for a while after a call and would steal numba's cores
+    with _one_blas_thread():
+        one_thread["gemm"] = _gemm_rates(min_time)
+    all_threads["gemm"] = _gemm_rates(min_time)
     return Roofline(
         **all_threads,
         **{f"{k}_1t": v for k, v in one_thread.items()},

@@ -71,7 +71,10 @@ def _machine(machine: dict) -> str:
             f"read {machine['read_bw'] / 1e9:.1f} GB/s ({machine['read_bw_1t'] / 1e9:.1f} on one "
             f"thread), write {machine['write_bw'] / 1e9:.1f}, copy {machine['copy_bw'] / 1e9:.1f},"
             f" triad {machine['triad_bw'] / 1e9:.1f} GB/s; float64 {machine['flops'] / 1e9:.1f} "
-            "GFLOP/s (measured)")
+            "GFLOP/s elementwise"
+            + "".join(f", {_e(k)} matmul {v / 1e9:.1f} GFLOP/s"
+                      for k, v in sorted((machine.get("gemm") or {}).items()))
+            + " (measured)")
     elif "read_bw" in machine:
         parts.append(f"read {machine['read_bw'] / 1e9:.1f} GB/s")
     return f"<p class=\"machine\" id=\"machine\">{'; '.join(parts)}</p>"
