@@ -1,28 +1,35 @@
-"""``explain``: where an array expression's time goes, measured on this machine.
+"""``explain``: where the time of array code goes, measured on this machine.
 
-It runs the statement several times: once to check it (and whether it mutates its inputs),
-repeatedly to time it, once traced, once under tracemalloc, and each operation again under each
-probe — always on fresh copies of the setup's arrays, never on the user's.
+The code may be an expression, statements, a cell, or a call of the user's functions. It runs
+several times: once to check it (and whether it mutates its inputs), repeatedly to time it, once
+traced, once under tracemalloc, and each operation that takes at least :data:`PROBED` of the
+time again under each probe — always on fresh copies of the setup's arrays, never on the
+user's. Each operation carries the file and line of the user's code that issued it; the lines
+are summed into a line_profiler-like table against the machine's ceilings.
 """
 
 from __future__ import annotations
 
+import linecache
 import tracemalloc
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..measure.roofline import Roofline, roofline
-from ..measure.statements import arrays_in, compile_statement, mutated, names_used, run_setup
+from ..measure.statements import Statement, arrays_in, mutated, run_setup
 from ..measure.timer import measure
 from .findings import Finding, OpEvidence, RuledOut, derive_findings
 from .model import Model, build_model
-from .probes import ProbeSettings, probe_op
+from .probes import ProbeSettings, probe_op, time_op
 from .rewrite import find_rewrite
 from .trace import trace
 
-__all__ = ["ExplainError", "Explanation", "explain"]
+__all__ = ["PROBED", "ExplainError", "Explanation", "explain"]
+
+#: operations taking at least this share of the traced time are probed; the others are timed
+PROBED = 0.01
 
 
 class ExplainError(RuntimeError):
@@ -47,6 +54,9 @@ class Explanation:
     warnings: list[str] = field(default_factory=list)
     runs: int = 0
     op_elements: list[int] = field(default_factory=list, repr=False)
+    lines: list[dict] = field(default_factory=list)
+    minor: list[Finding] = field(default_factory=list)
+    floor: dict = field(default_factory=dict)
 
     @property
     def bytes_moved(self) -> int:
@@ -70,6 +80,10 @@ class Explanation:
             "machine": self.machine,
             "rewrite": self.rewrite,
             "warnings": self.warnings,
+            "lines": self.lines,
+            "minor": [{"kind": f.kind, "share": f.share, "evidence": f.evidence}
+                      for f in self.minor],
+            "floor": self.floor,
         }
 
     def to_html(self) -> str:
@@ -109,8 +123,17 @@ class Explanation:
         printer.text(self.text())
 
 
-def _statement_inputs(statement: str, namespace: dict) -> dict[str, np.ndarray]:
-    return {k: v for k, v in arrays_in(namespace, names_used(statement)).items() if v.size > 0}
+def _statement_inputs(statement: Statement, namespace: dict) -> dict[str, np.ndarray]:
+    return {k: v for k, v in arrays_in(namespace, statement.names).items() if v.size > 0}
+
+
+def _remember_source(statement: Statement) -> None:
+    """Let linecache (tracebacks, the per-line table) show the lines of a typed statement."""
+    if statement.filename.startswith("<"):
+        lines = [""] * (statement.first_line - 1) + [
+            line + "\n" for line in statement.source.splitlines()]
+        linecache.cache[statement.filename] = (len(statement.source), None, lines,
+                                               statement.filename)
 
 
 def _peak_extra(fn) -> int | None:
@@ -131,15 +154,32 @@ def _peak_extra(fn) -> int | None:
     return max(0, peak - before - result)
 
 
+def _op_dtype(op) -> str:
+    r = op.result_array
+    if r is not None:
+        return str(r.dtype)
+    return str(op.inputs[0].dtype) if op.inputs else "float64"
+
+
 def _probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeSettings):
-    """Time every traced operation under its probes: the JSON rows, each row's element count
-    (for the roofline chart) and the evidence for the findings."""
+    """Time every traced operation, and probe those that matter: the JSON rows, each row's
+    element count (for the roofline chart) and the evidence for the findings."""
     measured: dict[int, tuple[float, dict]] = {}
     scratch: dict = {}  # arrays the operations' probes share, dropped on return
-    for op in tr.ops:
-        if op.func is not None and not op.is_view:
-            timed, probes = probe_op(op, settings, scratch)
-            measured[id(op)] = (timed.median, {p.name: p for p in probes})
+    timed = [op for op in tr.ops if op.func is not None and not op.is_view]
+    # every operation timed quickly first (the traced call paid for first touches); those at
+    # PROBED of the time or more are then probed: their causes, not only their time
+    quick = replace(settings, min_time=settings.min_time / 6, repeats=3)
+    first = {id(op): time_op(op, quick) for op in timed}
+    known = sum(m.median for m in first.values()) or 1.0
+    for op in timed:
+        m = first[id(op)]
+        if m.median >= PROBED * known:
+            slow = m.median * m.loops >= settings.min_time  # a good enough base already
+            m, probes = probe_op(op, settings, scratch, base=m if slow else None)
+            measured[id(op)] = (m.median, {p.name: p for p in probes})
+        else:  # under 1%: its time, not its causes
+            measured[id(op)] = (m.median, {})
     known = sum(seconds for seconds, _ in measured.values())
     rows, elements, evidence = [], [], []
     for op in tr.ops:
@@ -152,21 +192,78 @@ def _probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeS
         gbps = (op.in_bytes + op.out_bytes) / seconds / 1e9 if seconds > 0 else 0.0
         rows.append({"name": op.text, "in_bytes": op.in_bytes, "out_bytes": op.out_bytes,
                      "allocates": op.allocates, "time_s": seconds, "gbps": gbps,
-                     "roof_fraction": gbps * 1e9 / roof.bandwidth})
+                     "roof_fraction": gbps * 1e9 / roof.bandwidth, "source": op.source,
+                     "flops": op.flops,
+                     "gflops": op.flops / seconds / 1e9 if seconds > 0 else 0.0})
+        if op.gemm and op.flops and seconds > 0:
+            rows[-1]["ceiling_fraction"] = op.flops / seconds / roof.gemm_ceiling(_op_dtype(op))
         r = op.result_array
         elements.append(0 if r is None else r.size)
         if seconds > 0:
             produces = result is not None and r is not None and np.may_share_memory(r, result)
-            evidence.append(OpEvidence(label=op.label, seconds=seconds, in_bytes=op.in_bytes,
-                                       out_bytes=op.out_bytes, allocates=op.allocates,
-                                       produces_result=produces, probes=probes))
+            evidence.append(OpEvidence(
+                label=op.label, seconds=seconds, in_bytes=op.in_bytes, out_bytes=op.out_bytes,
+                allocates=op.allocates, produces_result=produces, probes=probes,
+                flops=op.flops, gemm=op.gemm, dtype=_op_dtype(op), source=op.source,
+                conversion=op.name == "ndarray.astype"))
     return rows, elements, evidence
 
 
-def _measured_rewrite(statement, namespace, inputs, result, total: float, roof: Roofline,
-                      min_time: float) -> tuple[dict | None, str | None]:
-    """The rewrite (and its narrow variant) timed, and the suggestion text for findings."""
-    found = find_rewrite(statement, namespace, inputs, result)
+def _line_rows(tr, rows: list[dict], causes: list[str | None], total: float,
+               roof: Roofline) -> list[dict]:
+    """The operations summed per line of the user's code, in the order the lines first ran."""
+    lines: dict[str, dict] = {}
+    timed = iter(causes)
+    for op, row in zip(tr.ops, rows, strict=True):
+        cause = next(timed) if row["time_s"] > 0 else None
+        key = op.source or "<untraced>"
+        line = lines.get(key)
+        if line is None:
+            code = linecache.getline(op.filename, op.line).strip() if op.filename else ""
+            line = lines[key] = {"source": key, "code": code, "time_s": 0.0, "share": 0.0,
+                                 "bytes": 0, "flops": 0, "cause": None, "_causes": {},
+                                 "ceiling_s": 0.0}
+        line["time_s"] += row["time_s"]
+        line["bytes"] += row["in_bytes"] + row["out_bytes"]
+        line["flops"] += row["flops"]
+        if op.gemm and op.flops:
+            line["ceiling_s"] += op.flops / roof.gemm_ceiling(_op_dtype(op))
+        else:
+            line["ceiling_s"] += (row["in_bytes"] + row["out_bytes"]) / roof.bandwidth
+        if cause is not None:
+            line["_causes"][cause] = line["_causes"].get(cause, 0.0) + row["time_s"]
+    scale = max(total, sum(line["time_s"] for line in lines.values())) or 1.0
+    out = []
+    for line in lines.values():
+        causes_here = line.pop("_causes")
+        line["cause"] = max(causes_here, key=causes_here.get) if causes_here else None
+        line["share"] = line["time_s"] / scale
+        seconds = line["time_s"]
+        line["gbps"] = line["bytes"] / seconds / 1e9 if seconds > 0 else 0.0
+        line["gflops"] = line["flops"] / seconds / 1e9 if seconds > 0 else 0.0
+        line["ceiling_fraction"] = line.pop("ceiling_s") / seconds if seconds > 0 else 0.0
+        out.append(line)
+    return out
+
+
+def _floor(tr, model: Model, roof: Roofline) -> dict:
+    """The least time: the larger of the memory floor (inputs read once, the result written
+    once at its narrowest dtype) and the compute floor (each operation's flops over its
+    ceiling: the matmul rate for matrix products, the elementwise rate for the rest)."""
+    compute = sum(op.flops / (roof.gemm_ceiling(_op_dtype(op)) if op.gemm else roof.flops)
+                  for op in tr.ops if op.flops and not op.is_view)
+    memory = roof.floor_seconds(model.bytes_min)
+    return {"memory_s": memory, "compute_s": compute, "flops": sum(op.flops for op in tr.ops),
+            "bound": "compute" if compute > memory else "memory"}
+
+
+def _measured_rewrite(statement: Statement, namespace, inputs, result, total: float,
+                      roof: Roofline, min_time: float) -> tuple[dict | None, str | None]:
+    """The rewrite (and its narrow variant) timed, and the suggestion text for findings: only
+    when it measured faster than the statement."""
+    if not statement.is_expression:
+        return None, None
+    found = find_rewrite(statement.source, namespace, inputs, result)
     if found is None:
         return None, None
 
@@ -177,6 +274,8 @@ def _measured_rewrite(statement, namespace, inputs, result, total: float, roof: 
                 "speedup": total / seconds, "note": candidate.note}
 
     rewrite = timed(found)
+    if rewrite["measured_s"] >= total:
+        return None, None  # not faster here: no rewrite to propose
     suggestion = f"{found.statement}, one pass with the same values"
     if found.narrow is not None:
         rewrite["narrow"] = timed(found.narrow)
@@ -185,17 +284,29 @@ def _measured_rewrite(statement, namespace, inputs, result, total: float, roof: 
     return rewrite, suggestion
 
 
-def explain(statement: str, setup: str = "", *, namespace: dict | None = None,
+def _parse(statement: str | Statement) -> Statement:
+    if isinstance(statement, Statement):
+        return statement
+    try:
+        return Statement.parse(statement)
+    except (SyntaxError, ValueError, TypeError) as exc:
+        raise ExplainError(f"explain cannot parse the code: {exc}") from exc
+
+
+def explain(statement: str | Statement, setup: str = "", *, namespace: dict | None = None,
             roof: Roofline | None = None, min_time: float = 0.1,
             probe_settings: ProbeSettings | None = None) -> Explanation:
     """Say where the time of ``statement`` goes.
 
     Parameters
     ----------
-    statement : str
-        An expression, e.g. ``"np.ceil(np.clip(X, 0, 1))"``.
+    statement : str or Statement
+        An expression (``"np.ceil(np.clip(X, 0, 1))"``), statements (``"G[X <= 0] = 0"``),
+        a multi-line cell, or a call of the user's functions (``"step(X, y, W1, b1)"``).
+        A :class:`~chokepoint.measure.statements.Statement` keeps its file name and line
+        numbers (``chokepoint explain -f FILE``).
     setup : str
-        Code that makes its inputs (NumPy's global RNG is seeded first; ``np`` is there).
+        Code that makes its inputs (seeded generators; the user's RNG state is kept).
     namespace : dict, optional
         Names visible to setup and statement (the IPython user namespace for ``%explain``);
         arrays in it are copied, never modified.
@@ -213,29 +324,24 @@ def explain(statement: str, setup: str = "", *, namespace: dict | None = None,
     Raises
     ------
     ExplainError
-        When the statement is not an expression, or raises.
+        When the code does not parse, or raises.
     """
-    statement = statement.strip()
-    try:
-        compile(statement, "<explain>", "eval")
-    except SyntaxError as exc:
-        raise ExplainError(f"explain needs an expression (something with a value): {exc}") \
-            from exc
+    stmt = _parse(statement)
+    _remember_source(stmt)
     roof = roofline() if roof is None else roof
     settings = probe_settings or ProbeSettings()
     warned: list[str] = []
 
     # setup runs once; its arrays stay pristine, every run gets its own copies of them
-    base = run_setup(setup, None, namespace, [statement])
-    pristine = _statement_inputs(statement, base)
+    base = run_setup(setup, None, namespace, [stmt.source])
+    pristine = _statement_inputs(stmt, base)
 
     def fresh() -> dict:
         return {**base, **{k: v.copy() for k, v in pristine.items()}}
 
     # 1. run it once: does it work, does it mutate its inputs?
     ns = fresh()
-    inputs = _statement_inputs(statement, ns)
-    fn = compile_statement(statement, ns)
+    fn = stmt.function(ns)
     try:
         fn()
     except Exception as exc:
@@ -246,32 +352,38 @@ def explain(statement: str, setup: str = "", *, namespace: dict | None = None,
                       "see changed data")
 
     # 2. time it, and its peak memory (on fresh copies only when it mutates its inputs)
-    timing = measure(fn, min_time=min_time, repeats=5, warmup=False)
+    timing = measure(fn, min_time=min_time, repeats=5 if min_time * 5 < 2 else 3,
+                     warmup=False)
     ns = fresh() if changed else ns
-    peak_extra = _peak_extra(compile_statement(statement, ns))
+    peak_extra = _peak_extra(stmt.function(ns))
 
     # 3. trace it, and model its bytes
     ns = fresh() if changed else ns
-    inputs = _statement_inputs(statement, ns)
-    tr = trace(statement, ns, list(inputs))
+    inputs = _statement_inputs(stmt, ns)
+    tr = trace(stmt, ns, list(inputs))
     model = build_model(tr, inputs)
 
     # 4. probe each operation; 5. a rewrite with the same values, measured
     result = tr.result if isinstance(tr.result, np.ndarray) else None
     rows, elements, evidence = _probe_operations(tr, result, timing.median, roof, settings)
-    rewrite, suggestion = _measured_rewrite(statement, ns, inputs, result, timing.median, roof,
+    rewrite, suggestion = _measured_rewrite(stmt, ns, inputs, result, timing.median, roof,
                                             min_time)
 
-    findings, ruled = derive_findings(evidence, model, timing.median, roof,
-                                      rewrite=suggestion, peak_extra=peak_extra)
+    findings, ruled, minor, causes = derive_findings(
+        evidence, model, timing.median, roof, rewrite=suggestion, peak_extra=peak_extra)
+    for row, cause in zip((r for r in rows if r["time_s"] > 0), causes, strict=True):
+        row["cause"] = cause
     machine = roof.summary()
     runs = 3 + timing.runs * timing.loops  # checked, timed, under tracemalloc, traced
     warned.append(f"explain ran the statement at least {runs} times, and each operation again "
                   "under each probe (on copies of the inputs)")
     for w in warned[:-1]:
         warnings.warn(w, RuntimeWarning, stacklevel=2)
-    return Explanation(statement=statement, setup=setup, median_s=timing.median,
-                       iqr_s=timing.iqr, floor_s=roof.floor_seconds(model.bytes_min),
+    floor = _floor(tr, model, roof)
+    return Explanation(statement=stmt.source, setup=setup, median_s=timing.median,
+                       iqr_s=timing.iqr, floor_s=max(floor["memory_s"], floor["compute_s"]),
                        model=model, ops=rows, findings=findings, ruled_out=ruled,
                        machine=machine, rewrite=rewrite, warnings=warned, runs=runs,
-                       op_elements=elements)
+                       op_elements=elements,
+                       lines=_line_rows(tr, rows, causes, timing.median, roof),
+                       minor=minor, floor=floor)

@@ -1,21 +1,34 @@
 """Evidence -> findings: each kind with the share of time it explains, or ruled out.
 
 The vocabulary is fixed (DESIGN.md). A kind becomes a finding only when a probe measured its
-effect on this machine; a suspicion the measurement does not confirm goes to ``ruled_out`` with
-its numbers. Shares are fractions of the statement's measured time; they are estimates from
-separately timed operations and may overlap (the bytes of a temporary are also an extra pass).
+effect on this machine, beyond the run-to-run spread of the probe's own base measurement; a
+suspicion the measurement does not confirm goes to ``ruled_out`` with its numbers, and a
+confirmed effect under :data:`MINOR` of the time goes to ``minor``.
+
+Shares are additive. Each operation's measured seconds are handed out once, rule by rule, in
+the order of :data:`RULES`: first what a probe measured it would save (page faults, the values,
+the layout, a conversion, one thread, per-call overhead), then the rest to what bounds it
+(memory or compute); the statement-level byte counts (extra passes, a wide output) are carved
+out of the memory-bound time. Shares are fractions of the larger of the statement's time and the
+sum of its operations' times, so they sum to at most 1.
+
+Each rule is a small function of the evidence (numbers in, :class:`Cause` out); the sentences
+are in :mod:`chokepoint.report.words`.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
 
 from ..measure.roofline import Roofline
-from ..measure.timer import format_seconds
+from ..report import words
 from .model import Model
 from .probes import Probe
 
-__all__ = ["KINDS", "Finding", "OpEvidence", "RuledOut", "derive_findings"]
+__all__ = ["KINDS", "MINOR", "Cause", "Finding", "OpEvidence", "RuledOut", "derive_findings"]
 
 KINDS = ("memory-bound", "compute-bound", "extra-passes", "temporaries", "wide-output",
          "allocation", "data-dependent", "strided-access", "dtype-conversion", "overhead",
@@ -23,6 +36,10 @@ KINDS = ("memory-bound", "compute-bound", "extra-passes", "temporaries", "wide-o
 
 #: an operation is memory-bound when it runs this much faster per element in cache
 MEMORY_BOUND_SPEEDUP = 1.6
+#: findings explaining less than this share of the time are minor
+MINOR = 0.01
+#: an operation without a cache probe counts as memory-bound at this fraction of the roof
+NEAR_ROOF = 0.5
 
 
 @dataclass
@@ -60,204 +77,272 @@ class OpEvidence:
     allocates: bool
     produces_result: bool
     probes: dict[str, Probe]
+    flops: int = 0
+    gemm: bool = False
+    dtype: str = "float64"
+    source: str = ""
+    conversion: bool = False  # an explicit astype: a pass whose whole point is converting
+
+    @property
+    def nbytes(self) -> int:
+        return self.in_bytes + self.out_bytes
 
 
-def _mb(n: float) -> str:
-    return f"{n / 1e6:.1f} MB"
+@dataclass
+class Cause:
+    """What one rule found: seconds per operation (indexes into the evidence list) with the
+    numbers behind them, or the reason it was not confirmed."""
+
+    kind: str
+    seconds: dict[int, float] = field(default_factory=dict)
+    facts: list[dict] = field(default_factory=list)  # one per operation, for the wording
+    ruled: list[dict] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)  # statement-level numbers
 
 
-def _ms(s: float) -> str:
-    return format_seconds(s)
+class Ledger:
+    """Each operation's seconds, handed out once."""
+
+    def __init__(self, ops: list[OpEvidence]):
+        self.left = [max(op.seconds, 0.0) for op in ops]
+
+    def take(self, i: int, seconds: float) -> float:
+        taken = min(max(seconds, 0.0), self.left[i])
+        self.left[i] -= taken
+        return taken
 
 
-def _gbps(nbytes: float, seconds: float) -> float:
-    return nbytes / seconds / 1e9 if seconds > 0 else float("nan")
+def _confirmed(p: Probe, fraction: float = 0.1) -> bool:
+    return p.saved > 0 and p.significant(fraction)
+
+
+def _probe_rule(kind: str, names: tuple[str, ...], fraction: float = 0.1):
+    """A rule: the seconds the named probes saved, where they were significant."""
+    def rule(ops: list[OpEvidence], ledger: Ledger, model: Model, roof: Roofline) -> Cause:
+        cause = Cause(kind)
+        for i, op in enumerate(ops):
+            for name in names:
+                p = op.probes.get(name)
+                if p is None:
+                    continue
+                fact = {"op": op.label, "probe": name, "base_s": p.base.median,
+                        "changed_s": p.changed.median, "detail": p.detail,
+                        "into_out": p.into_out}
+                if _confirmed(p, fraction):
+                    taken = ledger.take(i, p.saved)
+                    cause.seconds[i] = cause.seconds.get(i, 0.0) + taken
+                    cause.facts.append(fact)
+                else:
+                    cause.ruled.append(fact)
+        return cause
+    return rule
+
+
+def allocation_rule(ops, ledger, model, roof) -> Cause:
+    """Page faults on a fresh result: the ``out`` probe on the operation producing it."""
+    return _split_out_rule("allocation", ops, ledger, lambda op: op.produces_result)
+
+
+def temporaries_rule(ops, ledger, model, roof) -> Cause:
+    """Page faults on fresh intermediates: the ``out`` probe on the other operations."""
+    cause = _split_out_rule("temporaries", ops, ledger, lambda op: not op.produces_result)
+    cause.extra["temporaries_bytes"] = model.temporaries
+    return cause
+
+
+def _split_out_rule(kind, ops, ledger, chosen) -> Cause:
+    cause = Cause(kind)
+    for i, op in enumerate(ops):
+        p = op.probes.get("out")
+        if p is None or not chosen(op):
+            continue
+        fact = {"op": op.label, "base_s": p.base.median, "changed_s": p.changed.median}
+        if _confirmed(p):
+            cause.seconds[i] = ledger.take(i, p.saved)
+            cause.facts.append(fact)
+        else:
+            cause.ruled.append(fact)
+    return cause
+
+
+data_dependent_rule = _probe_rule("data-dependent", ("constant", "sorted", "subnormal"), 0.15)
+strided_rule = _probe_rule("strided-access", ("contiguous",))
+single_threaded_rule = _probe_rule("single-threaded", ("threads",))
+
+
+def conversion_rule(ops, ledger, model, roof) -> Cause:
+    """Mixed dtypes converted inside a ufunc (the ``cast`` probe), and explicit ``astype``
+    passes (their whole time)."""
+    cause = _probe_rule("dtype-conversion", ("cast",))(ops, ledger, model, roof)
+    for i, op in enumerate(ops):
+        if op.conversion:
+            cause.seconds[i] = cause.seconds.get(i, 0.0) + ledger.take(i, op.seconds)
+            cause.facts.append({"op": op.label, "probe": "astype", "base_s": op.seconds,
+                                "bytes": op.nbytes})
+    return cause
+
+
+def overhead_rule(ops, ledger, model, roof) -> Cause:
+    """Per-call overhead: the ``tiny`` probe (the operation on one element), counted when the
+    statement's calls spend more than a tenth of its time there."""
+    cause = Cause("overhead")
+    tiny = [(i, op, op.probes["tiny"]) for i, op in enumerate(ops) if "tiny" in op.probes]
+    if not tiny:
+        return cause
+    overhead = sum(p.changed.median for _, _, p in tiny)
+    total = sum(op.seconds for op in ops)
+    cause.extra = {"calls": len(tiny), "per_call_s": overhead / len(tiny), "seconds": overhead,
+                   "total_s": total}
+    if total > 0 and overhead / total > 0.1:
+        for i, _, p in tiny:
+            cause.seconds[i] = ledger.take(i, p.changed.median)
+        cause.facts.append(cause.extra)
+    else:
+        cause.ruled.append(cause.extra)
+    return cause
+
+
+def compute_rule(ops, ledger, model, roof) -> Cause:
+    """Compute-bound: a matrix product above the machine balance (its flops per byte beyond
+    what the bandwidth feeds the GEMM ceiling with), judged against the GEMM ceiling; an
+    elementwise operation as slow per element in cache as out of it (the ``cache`` probe)."""
+    cause = Cause("compute-bound")
+    for i, op in enumerate(ops):
+        if op.gemm and op.flops:
+            ceiling = roof.gemm_ceiling(op.dtype)
+            if op.flops / ceiling >= op.nbytes / roof.bandwidth:
+                cause.seconds[i] = ledger.take(i, ledger.left[i])
+                cause.facts.append({"op": op.label, "flops": op.flops, "seconds": op.seconds,
+                                    "rate": op.flops / op.seconds, "ceiling": ceiling,
+                                    "dtype": op.dtype, "gemm": True,
+                                    "one_thread": roof.gemm_ceiling(op.dtype, one_thread=True)})
+            continue
+        p = op.probes.get("cache")
+        if p is not None and p.base.median < MEMORY_BOUND_SPEEDUP * p.changed.median:
+            cause.seconds[i] = ledger.take(i, ledger.left[i])
+            cause.facts.append({"op": op.label, "bytes": op.nbytes, "seconds": op.seconds,
+                                "speedup": p.base.median / max(p.changed.median, 1e-12),
+                                "gemm": False})
+    return cause
+
+
+def memory_rule(ops, ledger, model, roof) -> Cause:
+    """Memory-bound: faster per element in cache (the ``cache`` probe), a matrix product
+    below the machine balance, or an operation without that probe already moving bytes at
+    more than half the roof."""
+    cause = Cause("memory-bound")
+    for i, op in enumerate(ops):
+        p = op.probes.get("cache")
+        rate = op.nbytes / op.seconds if op.seconds > 0 else 0.0
+        if p is not None:
+            speedup = p.base.median / max(p.changed.median, 1e-12)
+            bound = speedup >= MEMORY_BOUND_SPEEDUP
+        else:
+            speedup = None
+            bound = (op.gemm and op.flops) or rate >= NEAR_ROOF * roof.bandwidth
+        if bound and ledger.left[i] > 0:
+            cause.seconds[i] = ledger.take(i, ledger.left[i])
+            cause.facts.append({"op": op.label, "bytes": op.nbytes, "seconds": op.seconds,
+                                "rate": rate, "roof": roof.bandwidth, "speedup": speedup})
+    return cause
+
+
+#: the rules in the order they are handed each operation's time
+RULES: tuple[Callable, ...] = (allocation_rule, temporaries_rule, data_dependent_rule,
+                               strided_rule, conversion_rule, single_threaded_rule,
+                               overhead_rule, compute_rule, memory_rule)
+
+
+def _carve(memory: Cause, seconds: float) -> float:
+    """Take ``seconds`` out of the memory-bound time (largest operations first)."""
+    taken = 0.0
+    for i in sorted(memory.seconds, key=memory.seconds.get, reverse=True):
+        step = min(memory.seconds[i], seconds - taken)
+        memory.seconds[i] -= step
+        taken += step
+    return taken
+
+
+def byte_causes(ops: list[OpEvidence], model: Model, memory: Cause) -> list[Cause]:
+    """Extra passes and a wide output, from the byte model, each at the bandwidth the
+    statement's operations reached, carved out of the memory-bound time."""
+    # the rate the memory-bound operations reached (all of them when none is)
+    chosen = [ops[i] for i in memory.seconds] or ops
+    seconds = sum(op.seconds for op in chosen)
+    rate = sum(op.nbytes for op in chosen) / seconds if seconds > 0 else 0.0
+    causes = []
+    one_pass = model.bytes_inputs + model.result_bytes
+    extra = model.bytes_moved - one_pass
+    passes = Cause("extra-passes", extra={"passes": model.passes, "moved": model.bytes_moved,
+                                          "one_pass": one_pass, "extra": extra, "rate": rate})
+    if model.passes > 1 and extra > 0 and rate > 0:
+        passes.extra["seconds"] = _carve(memory, extra / rate)
+        passes.facts.append(passes.extra)
+    elif model.passes > 1:
+        passes.ruled.append(passes.extra)
+    causes.append(passes)
+    if model.narrow_dtype is not None and model.result_bytes > model.result_bytes_min \
+            and rate > 0:
+        wasted = model.result_bytes - model.result_bytes_min
+        wide = Cause("wide-output", extra={"result": model.result_bytes,
+                                           "needed": model.result_bytes_min,
+                                           "dtype": str(model.narrow_dtype), "rate": rate})
+        wide.extra["seconds"] = _carve(memory, wasted / rate)
+        wide.facts.append(wide.extra)
+        causes.append(wide)
+    return causes
 
 
 def derive_findings(
     ops: list[OpEvidence], model: Model, total: float, roof: Roofline, *,
     rewrite: str | None, peak_extra: int | None,
-) -> tuple[list[Finding], list[RuledOut]]:
-    """Findings ordered by share, and the ruled-out suspicions."""
-    findings: list[Finding] = []
-    ruled: list[RuledOut] = []
-    fused = rewrite or "fuse the passes into one (numexpr, numba, or a chokepoint kernel)"
+) -> tuple[list[Finding], list[RuledOut], list[Finding], list[str | None]]:
+    """Findings ordered by share, the ruled-out suspicions, the minor findings, and each
+    operation's main cause."""
+    ledger = Ledger(ops)
+    causes = {rule: rule(ops, ledger, model, roof) for rule in RULES}
+    memory = causes[memory_rule]
+    extra = byte_causes(ops, model, memory)
+    scale = max(total, sum(op.seconds for op in ops))
 
     def share(seconds: float) -> float:
-        return max(0.0, min(1.0, seconds / total)) if total > 0 else 0.0
+        return max(0.0, min(1.0, seconds / scale)) if scale > 0 else 0.0
 
-    # memory- or compute-bound, per operation, from the cache probe
-    bound = {"memory-bound": [], "compute-bound": []}
-    for op in ops:
-        probe = op.probes.get("cache")
-        if probe is None:
-            continue
-        speedup = probe.base.median / max(probe.changed.median, 1e-12)
-        rate = _gbps(op.in_bytes + op.out_bytes, op.seconds)
-        kind = "memory-bound" if speedup >= MEMORY_BOUND_SPEEDUP else "compute-bound"
-        bound[kind].append((op, speedup, rate))
-    for kind, entries in bound.items():
-        if not entries:
-            continue
-        seconds = sum(op.seconds for op, _, _ in entries)
-        evidence = "; ".join(
-            f"{op.label}: {_mb(op.in_bytes + op.out_bytes)} in {_ms(op.seconds)} = {rate:.1f} "
-            f"GB/s ({100 * rate * 1e9 / roof.bandwidth:.0f}% of the {roof.bandwidth / 1e9:.1f} "
-            f"GB/s roof), {speedup:.1f}x {'faster' if speedup >= 1 else 'slower'} per element "
-            "on cache-resident data" for op, speedup, rate in entries)
-        suggestion = (f"move fewer bytes: the floor for this statement is "
-                      f"{_ms(roof.floor_seconds(model.bytes_min))}; {fused}"
-                      if kind == "memory-bound" else
-                      "a cheaper formulation of the slow operation (it is as slow in cache)")
-        findings.append(Finding(kind, share(seconds), evidence, suggestion))
+    found, ruled, minor = [], [], []
+    context = words.Context(model=model, roof=roof, rewrite=rewrite, peak_extra=peak_extra,
+                            total=total)
+    temporaries = causes[temporaries_rule]
+    if model.temporaries and peak_extra and not temporaries.facts:
+        # the memory itself was measured (tracemalloc), whatever its time
+        temporaries.facts.append({"peak_extra": peak_extra})
+        temporaries.ruled.clear()
+    for cause in [*causes.values(), *extra]:
+        seconds = cause.extra.get("seconds") if cause.kind in ("extra-passes", "wide-output") \
+            else sum(cause.seconds.values())
+        if cause.facts:
+            finding = Finding(cause.kind, share(seconds or 0.0),
+                              words.evidence(cause, context), words.suggestion(cause, context))
+            (found if finding.share >= MINOR else minor).append(finding)
+        for fact in cause.ruled:
+            ruled.append(RuledOut(cause.kind, words.ruled_out(cause.kind, fact, context)))
+    if model.temporaries and not any(f.kind == "temporaries" for f in found + minor) \
+            and not causes[temporaries_rule].ruled:
+        ruled.append(RuledOut("temporaries", words.untimed_temporaries(model)))
+    found.sort(key=lambda f: f.share, reverse=True)
+    minor.sort(key=lambda f: f.share, reverse=True)
+    return found, ruled, minor, _main_causes(len(ops), [*causes.values()])
 
-    ops_seconds = sum(op.seconds for op in ops)
-    rate = model.bytes_moved / ops_seconds if ops_seconds > 0 else roof.bandwidth
 
-    # extra passes: bytes beyond one pass over the inputs and the result as written
-    one_pass = model.bytes_inputs + model.result_bytes
-    extra = model.bytes_moved - one_pass
-    if model.passes > 1 and extra > 0:
-        findings.append(Finding(
-            "extra-passes", share(extra / rate),
-            f"{model.passes} passes move {_mb(model.bytes_moved)}; one pass over the same inputs "
-            f"and result moves {_mb(one_pass)} ({_mb(extra)} more, about "
-            f"{_ms(extra / rate)} at the {rate / 1e9:.1f} GB/s these operations reached)",
-            fused))
-    elif model.passes > 1:
-        ruled.append(RuledOut("extra-passes", f"{model.passes} operations but no bytes beyond one "
-                                              "pass (views and scalars)"))
+def _main_causes(n: int, causes: list[Cause]) -> list[str | None]:
+    """Per operation, the kind that was handed most of its time (None when none was)."""
+    best: list[tuple[float, str | None]] = [(0.0, None)] * n
+    for cause in causes:
+        for i, seconds in cause.seconds.items():
+            if seconds > best[i][0]:
+                best[i] = (seconds, cause.kind)
+    return [kind for _, kind in best]
 
-    # allocation (the result) and temporaries (intermediates): page faults on fresh memory
-    for kind, chosen in (("allocation", [o for o in ops if o.produces_result]),
-                         ("temporaries", [o for o in ops if not o.produces_result])):
-        probes = [(o, o.probes["out"]) for o in chosen if "out" in o.probes]
-        if not probes:
-            if kind == "temporaries" and model.temporaries:
-                ruled.append(RuledOut(kind, f"{_mb(model.temporaries)} of intermediates, but "
-                                            "their operations take no out=; cost not measured"))
-            continue
-        saved = sum(p.saved for _, p in probes)
-        evidence = "; ".join(f"{o.label}: {_ms(p.base.median)} into fresh memory, "
-                             f"{_ms(p.changed.median)} into a preallocated out="
-                             for o, p in probes)
-        if kind == "temporaries":
-            evidence += (f"; {_mb(model.temporaries)} of intermediates"
-                         + (f", peak extra memory {_mb(peak_extra)} (tracemalloc)"
-                            if peak_extra is not None else ""))
-        confirmed = any(p.significant() for _, p in probes) and saved > 0
-        if kind == "temporaries" and model.temporaries and peak_extra:
-            confirmed = True  # the memory itself was measured, whatever its time
-        if confirmed:
-            suggestion = (rewrite or "preallocate once and pass out=") if kind == "allocation" \
-                else (rewrite or "write the intermediates into one reused buffer (out=)")
-            findings.append(Finding(kind, share(max(saved, 0.0)), evidence, suggestion))
-        else:
-            ruled.append(RuledOut(kind, evidence + " (no significant difference)"))
 
-    # wide output: the result written wider than its values need
-    if model.narrow_dtype is not None and model.result_bytes > model.result_bytes_min:
-        wasted = model.result_bytes - model.result_bytes_min
-        findings.append(Finding(
-            "wide-output", share(wasted / rate),
-            f"the result is {_mb(model.result_bytes)}, but its values fit in "
-            f"{model.narrow_dtype} ({_mb(model.result_bytes_min)}): {_mb(wasted)} written "
-            f"for nothing, about {_ms(wasted / rate)} at {rate / 1e9:.1f} GB/s",
-            rewrite or f"produce {model.narrow_dtype} directly"))
-
-    # data-dependent speed: constant, sorted, subnormal-free inputs
-    for name, what in (("constant", "constant inputs"), ("sorted", "sorted inputs"),
-                       ("subnormal", "subnormals flushed")):
-        probes = [(o, o.probes[name]) for o in ops if name in o.probes]
-        for o, p in probes:
-            text = (f"{o.label}: {_ms(p.base.median)} on your data, {_ms(p.changed.median)} "
-                    f"with {what}" + (" (both into a preallocated out=)" if p.into_out else ""))
-            if p.significant(0.15) and p.saved > 0:
-                hint = ("flush subnormals (or avoid producing them)" if name == "subnormal"
-                        else "a branch-free formulation, or a kernel whose speed does not "
-                             "depend on the values")
-                findings.append(Finding("data-dependent", share(p.saved), text, hint))
-            else:
-                ruled.append(RuledOut("data-dependent", text))
-
-    # strided access
-    for o in ops:
-        p = o.probes.get("contiguous")
-        if p is None:
-            continue
-        text = (f"{o.label}: {_ms(p.base.median)} strided, {_ms(p.changed.median)} contiguous"
-                + (" (both into a preallocated out=)" if p.into_out else ""))
-        if p.significant() and p.saved > 0:
-            findings.append(Finding("strided-access", share(p.saved), text,
-                                    "make the input contiguous once (np.ascontiguousarray) "
-                                    "when it is used more than once, or reorder the loop"))
-        else:
-            ruled.append(RuledOut("strided-access", text))
-
-    # dtype conversions
-    for o in ops:
-        p = o.probes.get("cast")
-        if p is None:
-            continue
-        text = (f"{o.label}: {_ms(p.base.median)} with mixed dtypes, {_ms(p.changed.median)} "
-                f"with {p.detail}")
-        if p.significant() and p.saved > 0:
-            findings.append(Finding("dtype-conversion", share(p.saved), text,
-                                    "keep the operands in one dtype (cast once, outside the "
-                                    "hot loop)"))
-        else:
-            ruled.append(RuledOut("dtype-conversion", text))
-
-    # explicit conversion passes (astype): their whole time is conversion
-    conversions = [o for o in ops if o.label.endswith(")") and ".astype(" in o.label]
-    if conversions:
-        seconds = sum(o.seconds for o in conversions)
-        findings.append(Finding(
-            "dtype-conversion", share(seconds),
-            "; ".join(f"{o.label}: a pass of its own, {_mb(o.in_bytes + o.out_bytes)} in "
-                      f"{_ms(o.seconds)}" for o in conversions),
-            "keep the data in the dtype it is used in, or convert once outside the hot path"))
-
-    # per-call overhead
-    tiny = [(o, o.probes["tiny"]) for o in ops if "tiny" in o.probes]
-    if tiny:
-        overhead = sum(p.changed.median for _, p in tiny)
-        text = (f"{len(tiny)} call(s) at {_ms(overhead / len(tiny))} each on one element: "
-                f"{100 * overhead / total:.2g}% of {_ms(total)}")
-        if overhead / total > 0.1:
-            findings.append(Finding("overhead", share(overhead), text,
-                                    "batch the work into fewer calls on larger arrays"))
-        else:
-            ruled.append(RuledOut("overhead", text))
-
-    # single-threaded: a memory-bound operation held to what one thread can move, where more
-    # threads move more. The ceilings are those of the operation's traffic: the read bandwidth
-    # when it mostly reads, the copy bandwidth when it writes about as much as it reads.
-    threads = roof.machine.get("threads") or 1
-    slow, fast = [], []
-    for op, _, rate in bound["memory-bound"]:
-        writes = op.out_bytes > 0.25 * op.in_bytes
-        one, every = ((roof.copy_bw_1t, roof.copy_bw) if writes
-                      else (roof.read_bw_1t, roof.read_bw))
-        verb = "copies" if writes else "reads"
-        ceilings = (f"one thread {verb} at most {one / 1e9:.1f} GB/s, {threads} threads "
-                    f"{every / 1e9:.1f} GB/s (measured roofline)")
-        if threads < 2 or every < 1.3 * one:
-            ruled.append(RuledOut("single-threaded", f"{op.label}: {rate:.1f} GB/s; {ceilings}: "
-                                                     "more threads would not move more"))
-        elif rate * 1e9 <= 1.2 * one:
-            slow.append((op, rate, every, ceilings))
-        else:
-            fast.append((op, rate, ceilings))
-    if slow:
-        lost = sum(op.seconds * (1 - rate * 1e9 / every) for op, rate, every, _ in slow)
-        text = "; ".join(f"{op.label}: {rate:.1f} GB/s, {ceilings}"
-                         for op, rate, _, ceilings in slow)
-        findings.append(Finding("single-threaded", share(lost), text,
-                                f"a multi-threaded kernel: {rewrite}" if rewrite else
-                                "a multi-threaded engine (numexpr, numba prange, "
-                                "chokepoint's kernels)"))
-    for op, rate, ceilings in fast:
-        ruled.append(RuledOut("single-threaded", f"{op.label}: {rate:.1f} GB/s; {ceilings}"))
-    findings.sort(key=lambda f: f.share, reverse=True)
-    return findings, ruled
+def dtype_name(value) -> str:
+    """The dtype name of an operation's result, for its compute ceiling."""
+    return str(value.dtype) if isinstance(value, np.ndarray) else "float64"

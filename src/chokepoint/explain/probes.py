@@ -1,23 +1,30 @@
 """One measured probe per possible cause, each on copies of the traced operation's arguments.
 
-Every probe re-runs one recorded operation with one thing changed and times both versions with
-:func:`chokepoint.measure.measure`: into a preallocated ``out=`` (page faults on fresh memory),
-on cache-resident slices (memory- against compute-bound), on predictable values and with
-subnormals flushed (data dependence), on contiguous copies (strides), on inputs already in the
-result's dtype (conversions), on one element (per-call overhead). A probe that cannot be run on
-an operation (no ``out=`` parameter, not elementwise) returns None: nothing is claimed.
+Every probe re-runs one recorded operation with one thing changed and times both versions
+round-robin (:func:`chokepoint.measure.measure_interleaved`, so that drift hits both alike):
+into a preallocated ``out=`` (page faults on fresh memory), on cache-resident slices (memory-
+against compute-bound), on predictable values and with subnormals flushed (data dependence),
+with a boolean mask or an index array sorted (data-dependent indexing), on contiguous copies
+(strides), on inputs already in the result's dtype (conversions), on one element (per-call
+overhead), split across threads (single-threaded). A probe changes the values or the layout,
+never the bytes moved: the constant probe gives each operand its own array, the sorted mask
+keeps its count of True. A probe that cannot be run on an operation (no ``out=`` parameter,
+not elementwise) returns None: nothing is claimed.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..measure.timer import Measurement, measure
+from ..measure.timer import Measurement, measure, measure_interleaved
 from .trace import Op
 
-__all__ = ["Probe", "ProbeSettings", "probe_op"]
+__all__ = ["Probe", "ProbeSettings", "probe_op", "time_op"]
 
 
 @dataclass(frozen=True)
@@ -39,9 +46,10 @@ class Probe:
     ----------
     name : str
         ``"out"``, ``"cache"``, ``"constant"``, ``"sorted"``, ``"subnormal"``,
-        ``"contiguous"``, ``"cast"`` or ``"tiny"``.
+        ``"contiguous"``, ``"cast"``, ``"tiny"`` or ``"threads"``.
     base, changed : Measurement
-        The operation as traced, and with the change (per element for ``cache``/``tiny``).
+        The operation as traced, and with the change (per element for ``cache``/``tiny``),
+        timed round-robin.
     detail : str
         What was changed.
     """
@@ -59,18 +67,27 @@ class Probe:
         return self.base.median - self.changed.median
 
     def significant(self, fraction: float = 0.1) -> bool:
-        """The change moves the median by more than ``fraction``, and the two timings'
+        """The change moves the median by more than ``fraction`` of it and by more than the
+        base's own run-to-run spread (its interquartile range), and the two timings'
         interquartile ranges do not overlap."""
         b25, b75 = np.percentile(self.base.times, [25, 75])
         c25, c75 = np.percentile(self.changed.times, [25, 75])
         apart = b25 > c75 if self.saved > 0 else c25 > b75
-        return abs(self.saved) > fraction * self.base.median and bool(apart)
+        return (abs(self.saved) > fraction * self.base.median
+                and abs(self.saved) > self.base.iqr and bool(apart))
 
 
 def _time(fn, settings: ProbeSettings) -> Measurement:
     # no warm-up call: the traced run warmed the operation, and every probe touches its new
     # arrays before timing them
     return measure(fn, min_time=settings.min_time, repeats=settings.repeats, warmup=False)
+
+
+def _pair(base_fn, changed_fn, settings: ProbeSettings) -> tuple[Measurement, Measurement]:
+    """The operation as it was and with one change, timed round-robin."""
+    base, changed = measure_interleaved([base_fn, changed_fn], min_time=settings.min_time,
+                                        repeats=settings.repeats, warmup=False)
+    return base, changed
 
 
 def _replace_arrays(op: Op, transform) -> tuple[tuple, dict] | None:
@@ -107,9 +124,24 @@ def _call(op: Op, args, kwargs):
     return lambda: op.func(*args, **kwargs)
 
 
-def probe_op(op: Op, settings: ProbeSettings,
-             scratch: dict | None = None) -> tuple[Measurement, list[Probe]]:
-    """Time ``op`` as traced and under every change that applies to it.
+def _safe_args(op: Op) -> tuple[tuple, dict]:
+    """Arguments a probe may run ``op`` on repeatedly: an assignment's target copied, so that
+    probing never changes the traced data (later operations and rewrites read it)."""
+    if op.kind == "index" and op.name == "setitem":
+        target, *rest = op.args
+        return (target.copy(), *rest), op.kwargs
+    return op.args, op.kwargs
+
+
+def time_op(op: Op, settings: ProbeSettings) -> Measurement:
+    """``op`` timed as traced (no probes)."""
+    args, kwargs = _safe_args(op)
+    return _time(_call(op, args, kwargs), settings)
+
+
+def probe_op(op: Op, settings: ProbeSettings, scratch: dict | None = None,
+             base: Measurement | None = None) -> tuple[Measurement, list[Probe]]:
+    """Time ``op`` as traced (unless ``base`` has it) and under every change that applies.
 
     ``scratch`` keeps arrays that later operations of the same statement can reuse (pass one
     dict per statement, and drop it afterwards).
@@ -118,25 +150,27 @@ def probe_op(op: Op, settings: ProbeSettings,
     buffer on both sides of the comparison, so that the allocator's state (fresh pages or
     recycled ones) cannot pass for an effect of the data.
     """
-    base = _time(_call(op, op.args, op.kwargs), settings)
+    base = time_op(op, settings) if base is None else base
     if base.median > settings.slow:  # slow operations: fewer repeats of each change
         settings = replace(settings, repeats=max(3, settings.repeats - 2))
     probes: list[Probe] = []
     result = op.result_array
+    if op.kind == "index":
+        probe = _try(_index_probe, op, settings)
+        return base, [probe] if probe is not None else []
     if result is None or result.size == 0:
         return base, probes
     out = _try(_out_probe, op, base, settings)
+    buffer = None
     if out is not None:
         probes.append(out)
-        reference, buffer = out.changed, out.buffer
-    else:
-        reference, buffer = base, None
-    for make in (_cache_probe, _tiny_probe):
+        buffer = out.buffer
+    for make in (_cache_probe, _tiny_probe, _threads_probe):
         probe = _try(make, op, base, settings)
         if probe is not None:
             probes.append(probe)
-    compared = [_try(_constant_probe, op, reference, settings, buffer, scratch)]
-    compared += [_try(make, op, reference, settings, buffer)
+    compared = [_try(_constant_probe, op, settings, buffer, scratch)]
+    compared += [_try(make, op, settings, buffer)
                  for make in (_sorted_probe, _subnormal_probe, _contiguous_probe, _cast_probe)]
     for probe in compared:
         if probe is not None:
@@ -156,6 +190,15 @@ def _with_out(kwargs: dict, buffer) -> dict:
     return kwargs if buffer is None else {**kwargs, "out": buffer}
 
 
+def _compared(name: str, op: Op, args, kwargs, buffer, settings: ProbeSettings,
+              detail: str) -> Probe:
+    """A probe of one change: the operation as it was (into ``buffer`` when given) and with the
+    changed arguments, timed round-robin."""
+    before, after = _pair(_call(op, op.args, _with_out(op.kwargs, buffer)),
+                          _call(op, args, _with_out(kwargs, buffer)), settings)
+    return Probe(name, before, after, detail)
+
+
 def _out_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe | None:
     if not op.allocates or op.kind not in ("ufunc", "function"):
         return None
@@ -163,9 +206,9 @@ def _out_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe | No
     buffer = np.empty_like(result)
     kwargs = {**op.kwargs, "out": buffer}
     op.func(*op.args, **kwargs)  # raises TypeError where there is no out=; also faults pages in
-    changed = _time(_call(op, op.args, kwargs), settings)
-    return Probe("out", base, changed, f"into a preallocated out= ({result.nbytes / 1e6:.1f} MB)",
-                 buffer=buffer)
+    before, changed = _pair(_call(op, op.args, op.kwargs), _call(op, op.args, kwargs), settings)
+    return Probe("out", before, changed,
+                 f"into a preallocated out= ({result.nbytes / 1e6:.1f} MB)", buffer=buffer)
 
 
 def _cache_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe | None:
@@ -179,62 +222,143 @@ def _cache_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe | 
     swapped = _replace_arrays(op, lambda a: np.ascontiguousarray(a.reshape(-1)[:m]))
     if swapped is None:
         return None
-    small = _time(_call(op, *swapped), settings)
+    before, small = _pair(_call(op, op.args, op.kwargs), _call(op, *swapped), settings)
     scale = m / result.size  # compare per element
-    base_per = Measurement([t * scale for t in base.times], base.loops)
+    base_per = Measurement([t * scale for t in before.times], before.loops)
     return Probe("cache", base_per, small,
                  f"on {m} elements ({m * per_element / 2**10:.0f} KiB, cache-resident), "
                  "times scaled per element")
+
+
+def _threads_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe | None:
+    """The same ufunc split into one contiguous chunk per core, run on a thread pool (NumPy
+    releases the GIL inside ufunc loops): does the operation go faster on more threads?"""
+    threads = min(os.cpu_count() or 1, 8)
+    result = op.result_array
+    if (threads < 2 or op.kind != "ufunc" or not _elementwise(op) or result.size < 65536
+            or not result.flags.c_contiguous
+            or not all(a.flags.c_contiguous for a in op.inputs if a.ndim)):
+        return None
+    if op.name.endswith((".reduce", ".accumulate", ".at", ".outer", ".reduceat")):
+        return None
+    buffer = np.empty_like(result)
+    flat_out = buffer.reshape(-1)
+    bounds = np.linspace(0, result.size, threads + 1).astype(int)
+
+    def chunk(v, lo, hi):
+        return v.reshape(-1)[lo:hi] if isinstance(v, np.ndarray) and v.ndim else v
+
+    jobs = [(tuple(chunk(a, lo, hi) for a in op.args),
+             {**{k: chunk(v, lo, hi) for k, v in op.kwargs.items() if k != "out"},
+              "out": flat_out[lo:hi]})
+            for lo, hi in itertools.pairwise(bounds)]
+    pool = ThreadPoolExecutor(threads)
+    try:
+        def split():
+            for f in [pool.submit(op.func, *a, **k) for a, k in jobs]:
+                f.result()
+
+        whole = {**op.kwargs, "out": buffer}
+        split()  # raises TypeError where there is no out=
+        before, after = _pair(_call(op, op.args, whole), split, settings)
+    finally:
+        pool.shutdown()
+    return Probe("threads", before, after,
+                 f"split into {threads} chunks on {threads} threads (both into out=)")
 
 
 def _float_inputs(op: Op) -> bool:
     return any(a.dtype.kind == "f" and a.size > 1 for a in op.inputs)
 
 
-def _constant_probe(op: Op, base: Measurement, settings: ProbeSettings,
-                    buffer: np.ndarray | None = None, scratch: dict | None = None
-                    ) -> Probe | None:
+def _constant_probe(op: Op, settings: ProbeSettings, buffer: np.ndarray | None = None,
+                    scratch: dict | None = None) -> Probe | None:
     scratch = {} if scratch is None else scratch
     if not (_elementwise(op) and _float_inputs(op)):
         return None
+    given: dict[int, np.ndarray] = {}  # id of an operand -> its constant stand-in
+    used: dict[tuple, int] = {}
 
     def constant(a):
         if a.dtype.kind != "f":
             return a
+        if id(a) in given:  # the same array twice (W * W): one stand-in, the same bytes
+            return given[id(a)]
         sample = a.reshape(-1)[:: max(1, a.size // 1001)]
         value = np.nanmedian(sample) if np.isfinite(sample).any() else 0.5
-        # one array per shape and dtype, refilled: fresh memory costs page faults (0.5 s for
-        # 246 MB here) that would be paid again for every operation
-        key = ("constant", a.shape, a.dtype.str)
+        # one array per distinct operand, shape and dtype, refilled: fresh memory costs page
+        # faults (0.5 s for 246 MB here) that would be paid again for every operation. Two
+        # distinct operands never share one array: that would halve the bytes read, not
+        # change the values.
+        kind = (a.shape, a.dtype.str)
+        used[kind] = used.get(kind, 0) + 1
+        key = ("constant", *kind, used[kind])
         array = scratch.get(key)
         if array is None:
             array = scratch[key] = np.empty(a.shape, a.dtype)
         array.fill(value)
+        given[id(a)] = array
         return array
 
     swapped = _replace_arrays(op, constant)
     if swapped is None:
         return None
     args, kwargs = swapped
-    return Probe("constant", base, _time(_call(op, args, _with_out(kwargs, buffer)), settings),
-                 "every float input replaced by a constant (its median)")
+    return _compared("constant", op, args, kwargs, buffer, settings,
+                     "every float input replaced by a constant (its median)")
 
 
-def _sorted_probe(op: Op, base: Measurement, settings: ProbeSettings,
+def _sorted_probe(op: Op, settings: ProbeSettings,
                   buffer: np.ndarray | None = None) -> Probe | None:
     result = op.result_array
     if not (_elementwise(op) and _float_inputs(op)) or result.size > settings.sorted_max:
         return None
-    swapped = _replace_arrays(
-        op, lambda a: np.sort(a, axis=None).reshape(a.shape) if a.dtype.kind == "f" else a)
+    ordered: dict[int, np.ndarray] = {}
+
+    def sort(a):
+        if a.dtype.kind != "f":
+            return a
+        if id(a) not in ordered:  # the same array twice stays one array
+            ordered[id(a)] = np.sort(a, axis=None).reshape(a.shape)
+        return ordered[id(a)]
+
+    swapped = _replace_arrays(op, sort)
     if swapped is None:
         return None
     args, kwargs = swapped
-    return Probe("sorted", base, _time(_call(op, args, _with_out(kwargs, buffer)), settings),
-                 "float inputs sorted (same values, predictable order)")
+    return _compared("sorted", op, args, kwargs, buffer, settings,
+                     "float inputs sorted (same values, predictable order)")
 
 
-def _subnormal_probe(op: Op, base: Measurement, settings: ProbeSettings,
+def _index_arrays(key) -> list[np.ndarray]:
+    keys = key if isinstance(key, tuple) else (key,)
+    return [k for k in keys if isinstance(k, np.ndarray) and k.size > 1
+            and (k.dtype == bool or k.dtype.kind in "iu")]
+
+
+def _index_probe(op: Op, settings: ProbeSettings) -> Probe | None:
+    """Indexing with a boolean mask or an index array, against the same with the mask (or the
+    indices) sorted: the same count of selected elements, the same bytes, in predictable
+    order."""
+    arrays = _index_arrays(op.args[1])
+    if not arrays:
+        return None
+    replaced = {id(k): np.sort(k, axis=None).reshape(k.shape) for k in arrays}
+
+    def swap(key):
+        if isinstance(key, tuple):
+            return tuple(swap(k) for k in key)
+        return replaced.get(id(key), key) if isinstance(key, np.ndarray) else key
+
+    args, kwargs = _safe_args(op)
+    changed = (args[0], swap(args[1]), *args[2:])
+    what = "mask" if any(k.dtype == bool for k in arrays) else "index array"
+    before, after = _pair(_call(op, args, kwargs), _call(op, changed, kwargs), settings)
+    return Probe("sorted", before, after,
+                 f"the {what} sorted (the same number of elements selected, in order)")
+
+
+def _subnormal_probe(op: Op, settings: ProbeSettings,
                      buffer: np.ndarray | None = None) -> Probe | None:
     def count(a):
         if a.dtype.kind != "f":
@@ -257,11 +381,11 @@ def _subnormal_probe(op: Op, base: Measurement, settings: ProbeSettings,
     if swapped is None:
         return None
     args, kwargs = swapped
-    return Probe("subnormal", base, _time(_call(op, args, _with_out(kwargs, buffer)), settings),
-                 f"{found} subnormal inputs flushed to zero")
+    return _compared("subnormal", op, args, kwargs, buffer, settings,
+                     f"{found} subnormal inputs flushed to zero")
 
 
-def _contiguous_probe(op: Op, base: Measurement, settings: ProbeSettings,
+def _contiguous_probe(op: Op, settings: ProbeSettings,
                       buffer: np.ndarray | None = None) -> Probe | None:
     strided = [a for a in op.inputs if a.ndim and not (a.flags.c_contiguous
                                                         or a.flags.f_contiguous)]
@@ -273,12 +397,12 @@ def _contiguous_probe(op: Op, base: Measurement, settings: ProbeSettings,
         return copies.get(id(v), v) if isinstance(v, np.ndarray) else v
 
     args = tuple(swap(a) for a in op.args)
-    kwargs = _with_out({k: swap(v) for k, v in op.kwargs.items()}, buffer)
-    return Probe("contiguous", base, _time(_call(op, args, kwargs), settings),
-                 f"{len(strided)} strided input(s) copied to contiguous memory first")
+    kwargs = {k: swap(v) for k, v in op.kwargs.items()}
+    return _compared("contiguous", op, args, kwargs, buffer, settings,
+                     f"{len(strided)} strided input(s) copied to contiguous memory first")
 
 
-def _cast_probe(op: Op, base: Measurement, settings: ProbeSettings,
+def _cast_probe(op: Op, settings: ProbeSettings,
                 buffer: np.ndarray | None = None) -> Probe | None:
     result = op.result_array
     if op.kind != "ufunc" or result.dtype.kind not in "fc":
@@ -293,8 +417,8 @@ def _cast_probe(op: Op, base: Measurement, settings: ProbeSettings,
 
     args = tuple(swap(a) for a in op.args)
     kinds = ", ".join(sorted({str(a.dtype) for a in mixed}))
-    return Probe("cast", base, _time(_call(op, args, _with_out(op.kwargs, buffer)), settings),
-                 f"inputs of {kinds} cast to {result.dtype} beforehand")
+    return _compared("cast", op, args, op.kwargs, buffer, settings,
+                     f"inputs of {kinds} cast to {result.dtype} beforehand")
 
 
 def _tiny_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe | None:

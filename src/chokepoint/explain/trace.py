@@ -10,6 +10,10 @@ they lead to shows up as one opaque operation (see :func:`trace`).
 
 from __future__ import annotations
 
+import itertools
+import math
+import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,7 +21,22 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-__all__ = ["Op", "Trace", "Traced", "trace"]
+from ..measure.statements import Statement, as_statement
+
+__all__ = ["Op", "Trace", "Traced", "flops_of", "trace"]
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
+
+#: matrix products and factorisations: judged against the machine's GEMM ceiling
+GEMM_OPS = frozenset({"matmul", "dot", "ndarray.dot", "inner", "vdot", "tensordot", "einsum",
+                      "solve", "inv", "cholesky", "qr", "svd", "eigh", "eig", "det", "lstsq",
+                      "slogdet", "multi_dot"})
+#: ufuncs counted as one flop per element (transcendental functions are not counted: their
+#: cost is many flops, and no ceiling fits them)
+_ARITHMETIC = frozenset({"add", "subtract", "multiply", "divide", "true_divide", "negative",
+                         "positive", "maximum", "minimum", "fmax", "fmin", "absolute", "sqrt",
+                         "square", "reciprocal", "floor_divide"})
 
 
 @dataclass
@@ -62,6 +81,17 @@ class Op:
     text: str = ""
     label: str = ""
     kind: str = "ufunc"
+    flops: int = 0
+    gemm: bool = False
+    filename: str = ""
+    line: int = 0
+    function: str = ""
+    before: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def source(self) -> str:
+        """``"file:line"`` of the user's code that issued the operation ("" when unknown)."""
+        return f"{self.filename}:{self.line}" if self.filename else ""
 
     @property
     def result_array(self) -> np.ndarray | None:
@@ -117,6 +147,91 @@ def _arrays_in(value) -> list[np.ndarray]:
     if isinstance(value, dict):
         return [a for v in value.values() for a in _arrays_in(v)]
     return []
+
+
+def _einsum_flops(subscripts: str, operands: list[np.ndarray]) -> int:
+    """2 x the product of every index's extent (the naive contraction; a multiply and an add
+    per term)."""
+    inputs = subscripts.replace(" ", "").split("->")[0].split(",")
+    sizes: dict[str, int] = {}
+    for letters, a in zip(inputs, operands, strict=False):
+        letters = letters.replace("...", "")
+        for letter, n in zip(letters, a.shape[a.ndim - len(letters):], strict=False):
+            sizes[letter] = max(sizes.get(letter, 1), n)
+    return 2 * math.prod(sizes.values()) if len(operands) > 1 else math.prod(sizes.values())
+
+
+def flops_of(name: str, args: tuple, result) -> int:
+    """Floating-point operations of one NumPy call, as the textbooks count them: ``2 n k m``
+    for an ``(n, k) x (k, m)`` product, ``2/3 n**3`` for a solve or a determinant, one per
+    element for arithmetic ufuncs and reductions; 0 where no count applies."""
+    arrays = [a for a in args if isinstance(a, np.ndarray)]
+    r = result[0] if isinstance(result, tuple) and result else result
+    size = r.size if isinstance(r, np.ndarray) else 1
+    base = name.split(".")[0]
+    if name in ("matmul", "dot", "ndarray.dot", "inner") and len(arrays) >= 2:
+        return 2 * size * (arrays[0].shape[-1] if arrays[0].ndim else 1)
+    if name == "vdot" and arrays:
+        return 2 * arrays[0].size
+    if name == "tensordot" and len(arrays) >= 2:
+        k = math.sqrt(arrays[0].size * arrays[1].size / max(size, 1))
+        return int(2 * size * k)
+    if name == "einsum" and args and isinstance(args[0], str):
+        return _einsum_flops(args[0], arrays)
+    if name == "multi_dot" and args and isinstance(args[0], (list, tuple)):
+        shapes = [np.shape(a) for a in args[0]]
+        rows, total = shapes[0][0] if len(shapes[0]) > 1 else 1, 0
+        for inner, right in itertools.pairwise(shapes):  # left to right
+            total += 2 * rows * inner[-1] * (right[-1] if len(right) > 1 else 1)
+        return total
+    if arrays and name in ("solve", "inv", "cholesky", "qr", "svd", "eigh", "eig", "det",
+                           "slogdet", "lstsq"):
+        n = arrays[0].shape[-1]
+        batch = arrays[0].size // max(n * n, 1)
+        per = {"solve": 2 * n**3 / 3 + 2 * n * n * (arrays[1].size // max(n, 1) if len(arrays) > 1
+                                                     else 1),
+               "inv": 2 * n**3, "cholesky": n**3 / 3, "qr": 4 * n**3 / 3, "svd": 4 * n**3,
+               "eigh": 9 * n**3, "eig": 25 * n**3, "det": 2 * n**3 / 3,
+               "slogdet": 2 * n**3 / 3, "lstsq": 4 * n**3}[name]
+        return int(batch * per)
+    if base in _ARITHMETIC and any(a.dtype.kind in "fc" for a in arrays):
+        if name.endswith((".reduce", ".accumulate")):
+            return arrays[0].size if arrays else 0
+        return size
+    if name in ("sum", "mean", "prod", "cumsum", "ndarray.sum", "ndarray.mean") and arrays \
+            and arrays[0].dtype.kind in "fc":
+        return arrays[0].size
+    return 0
+
+
+def _selected_bytes(target: np.ndarray, key) -> int:
+    """Bytes of ``target[key]``: what an indexing reads or an assignment writes."""
+    try:
+        return int(np.asarray(target[key]).nbytes)
+    except (IndexError, TypeError, ValueError):
+        return 0
+
+
+def _advanced(key) -> bool:
+    keys = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(k, (np.ndarray, list)) for k in keys)
+
+
+def _index_bytes(name: str, args: tuple, result) -> tuple[int, int]:
+    """Bytes read and written by ``a[key]`` or ``a[key] = value`` (advanced indexing; basic
+    indexing is a view, or an assignment into one)."""
+    target, key = args[0], args[1]
+    keys = key if isinstance(key, tuple) else (key,)
+    key_bytes = sum(k.nbytes for k in keys if isinstance(k, np.ndarray))
+    masks = any(isinstance(k, np.ndarray) and k.dtype == bool for k in keys)
+    if name == "setitem":
+        value = args[2]
+        value_bytes = value.nbytes if isinstance(value, np.ndarray) else 0
+        return key_bytes + value_bytes, _selected_bytes(target, key)
+    selected = result.nbytes if isinstance(result, np.ndarray) else 0
+    # a mask reads every element it covers; an index array gathers the selected ones
+    read = target.nbytes if masks else selected
+    return key_bytes + read, selected
 
 
 _ESCAPES = frozenset({"__array_interface__", "__array_struct__", "__dlpack__", "ctypes",
@@ -191,9 +306,10 @@ class Traced(NDArrayOperatorsMixin):
 class Tracer:
     """Runs operations on real arrays, records them, and wraps their results."""
 
-    def __init__(self):
+    def __init__(self, statement_file: str = ""):
         self.trace = Trace()
         self._count = 0
+        self._statement_file = statement_file
 
     def wrap(self, array: np.ndarray, name: str) -> Traced:
         self.trace.names[id(array)] = name
@@ -212,6 +328,15 @@ class Tracer:
         outs = _arrays_in(out) if out is not None else []
         inputs = [a for a in _arrays_in(real_args) + _arrays_in(
             {k: v for k, v in real_kwargs.items() if k != "out"})]
+        frame = _user_frame()
+        index_bytes = None
+        before = None
+        if kind == "index" and _advanced(real_args[1]):
+            if name == "setitem":
+                index_bytes = _index_bytes(name, real_args, None)
+                target = real_args[0]
+                if target.dtype.kind == "f":
+                    before = target.copy()  # for a rewrite of the line to be checked against
         start = time.perf_counter()
         result = func(*real_args, **real_kwargs)
         seconds = time.perf_counter() - start
@@ -219,16 +344,35 @@ class Tracer:
         is_view = bool(results) and all(
             any(np.may_share_memory(r, a) for a in inputs) for r in results) and not outs
         allocates = bool(results) and not outs and not is_view
+        in_bytes = 0 if is_view else sum(a.nbytes for a in inputs)
         out_bytes = 0 if is_view else sum(r.nbytes for r in results)
-        if kind == "index" and name == "setitem":
-            out_bytes = sum(a.nbytes for a in inputs[1:2]) if len(inputs) > 1 else 0
+        if kind == "index":
+            if name == "getitem" and not is_view and _advanced(real_args[1]):
+                index_bytes = _index_bytes(name, real_args, result)
+            if name == "setitem":
+                index_bytes = index_bytes or (
+                    (real_args[2].nbytes if isinstance(real_args[2], np.ndarray) else 0),
+                    _selected_bytes(real_args[0], real_args[1]))
+            if index_bytes is not None:
+                in_bytes, out_bytes = index_bytes
         op = Op(name=name, func=func, args=real_args, kwargs=real_kwargs, inputs=inputs,
-                result=result, in_bytes=0 if is_view else sum(a.nbytes for a in inputs),
-                out_bytes=out_bytes,
-                allocates=allocates, is_view=is_view, seconds=seconds, kind=kind)
+                result=result, in_bytes=in_bytes, out_bytes=out_bytes,
+                allocates=allocates, is_view=is_view, seconds=seconds, kind=kind,
+                flops=flops_of(name, real_args, result), gemm=name in GEMM_OPS, before=before)
+        if frame is not None:
+            op.filename, op.line = frame.f_code.co_filename, frame.f_lineno
+            op.function = frame.f_code.co_name
+            self._learn_names(frame)
         op.text = self._render(op, results)
         self.trace.ops.append(op)
         return self._wrap_result(result)
+
+    def _learn_names(self, frame) -> None:
+        """Name arrays as the user's code names them (its local variables), so that labels
+        read as written: ``dhidden[t23] = 0``, not ``t21[t23] = 0``."""
+        for name, value in frame.f_locals.items():
+            if isinstance(value, Traced) and not name.startswith("_"):
+                self.trace.names[id(value.array)] = name
 
     def _render(self, op: Op, results: list[np.ndarray]) -> str:
         t = self.trace
@@ -249,7 +393,8 @@ class Tracer:
                         else t.name_of(key))
             call = f"{t.name_of(op.args[0])}[{key_text}]"
             if op.name == "setitem":
-                return f"{call} = {t.name_of(op.args[2])}"
+                op.label = f"{call} = {t.name_of(op.args[2])}"
+                return op.label
         else:
             params = ", ".join([t.name_of(a) for a in op.args]
                                + [f"{k}={t.name_of(v)}" for k, v in op.kwargs.items()])
@@ -258,19 +403,34 @@ class Tracer:
         return f"{target} = {call}" if target else call
 
 
-def trace(statement: str, namespace: dict, inputs: list[str]) -> Trace:
+def _user_frame():
+    """The innermost frame of the user's code (outside chokepoint and NumPy)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith(_PACKAGE_DIR) or name.startswith(_NUMPY_DIR)
+                or name.startswith("<__array_function__")):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def trace(statement: str | Statement, namespace: dict, inputs: list[str]) -> Trace:
     """Run ``statement`` once in ``namespace`` with the arrays named in ``inputs`` traced.
 
-    The namespace's arrays are used as they are: pass copies. When the statement's value is a
-    plain array although a traced array was converted by ``__array__`` (numexpr and the like),
-    the untraced work is recorded as one opaque operation, timed by the caller.
+    ``statement`` may be an expression, statements or a whole cell, and may call the user's
+    functions: whatever it does to the traced arrays, at any depth, is recorded with the file
+    and line of the user's code that did it. The namespace's arrays are used as they are: pass
+    copies. When the statement's value is a plain array although a traced array was converted
+    by ``__array__`` (numexpr and the like), the untraced work is recorded as one opaque
+    operation, timed by the caller.
     """
-    tracer = Tracer()
+    statement = as_statement(statement)
+    tracer = Tracer(statement.filename)
     scope = dict(namespace)
     for name in inputs:
         scope[name] = tracer.wrap(namespace[name], name)
-    code = compile(statement, "<explain>", "eval")
-    value = eval(code, scope)
+    value = statement.function(scope)()
     result = _unwrap(value)
     t = tracer.trace
     plain = isinstance(result, np.ndarray) and not isinstance(value, Traced)

@@ -1,6 +1,6 @@
 """Measurement: the timer, this machine's roofline, and races between implementations."""
 
 from .roofline import Roofline, roofline
-from .timer import Measurement, measure
+from .timer import Measurement, measure, measure_interleaved
 
-__all__ = ["Measurement", "Roofline", "measure", "roofline"]
+__all__ = ["Measurement", "Roofline", "measure", "measure_interleaved", "roofline"]

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-__all__ = ["Measurement", "format_seconds", "measure"]
+__all__ = ["Measurement", "format_seconds", "measure", "measure_interleaved"]
 
 
 @dataclass(frozen=True)
@@ -140,6 +140,42 @@ def measure(
         if gc_was_enabled:
             gc.enable()
     return Measurement(times=times, loops=loops)
+
+
+def measure_interleaved(
+    fns: list[Callable[[], object]],
+    *,
+    min_time: float = 0.2,
+    repeats: int = 7,
+    warmup: bool = True,
+    clock: Callable[[], float] = time.perf_counter,
+) -> list[Measurement]:
+    """Time several callables round-robin (A B C A B C ...), so that a machine drifting
+    during the measurement (bandwidth, clock speed, a neighbour's load) hits them alike.
+
+    Each callable's loops per repeat are calibrated on its own (as :func:`measure` does); then
+    the repeats alternate. Parameters as for :func:`measure`.
+
+    Returns
+    -------
+    list of Measurement
+        In the order of ``fns``.
+    """
+    if not fns:
+        return []
+    first = [measure(fn, min_time=min_time, repeats=1, warmup=warmup, clock=clock)
+             for fn in fns]
+    times = [m.times[:] for m in first]
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(repeats - 1):
+            for fn, m, ts in zip(fns, first, times, strict=True):
+                ts.append(_time_loops(fn, m.loops, clock) / m.loops)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return [Measurement(times=ts, loops=m.loops) for ts, m in zip(times, first, strict=True)]
 
 
 def _ladder_at_least(n: float) -> int:
