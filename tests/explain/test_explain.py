@@ -36,10 +36,13 @@ def found_or_skip(e, kind):
 
 
 def test_origin_statement(roof):
-    e = run("np.ceil(np.clip(X, 0, 1))", f"X = np.random.randn({N})", roof)
+    # 64 MB arrays: above glibc's largest mmap threshold (32 MB), so every fresh array is
+    # fresh pages, as on the origin workload (246 MB)
+    n = 2 * N
+    e = run("np.ceil(np.clip(X, 0, 1))", f"X = np.random.randn({n})", roof)
     assert {"extra-passes", "temporaries", "wide-output"} <= kinds(e)
-    assert e.model.passes == 2 and e.bytes_moved == 4 * 8 * N
-    assert e.bytes_min == 8 * N + N
+    assert e.model.passes == 2 and e.bytes_moved == 4 * 8 * n
+    assert e.bytes_min == 8 * n + n
     assert e.floor_s == pytest.approx(e.bytes_min / roof.bandwidth)
     assert e.rewrite["statement"] == "chokepoint.relu_grad(X, dtype=np.float64)"
     assert e.rewrite["narrow"]["statement"] == "chokepoint.relu_grad(X)"
@@ -51,8 +54,12 @@ def test_origin_statement(roof):
 
 
 def test_greater_equal_keeps_its_value_at_zero(roof):
-    e = run("(X >= 0).view('i1')", "X = np.random.randn(1000)", roof)
-    assert e.rewrite["statement"] == "chokepoint.relu_grad(X, at_zero=1, dtype=np.int8)"
+    # recognised by value (whether it is proposed depends on it measuring faster here)
+    from chokepoint.explain.rewrite import find_rewrite
+
+    X = np.random.randn(1000)
+    found = find_rewrite("(X >= 0).view('i1')", {"np": np}, {"X": X}, (X >= 0).view("i1"))
+    assert found.statement == "chokepoint.relu_grad(X, at_zero=1, dtype=np.int8)"
 
 
 def test_json_has_the_design_fields(roof):
@@ -61,8 +68,13 @@ def test_json_has_the_design_fields(roof):
     assert {"statement", "time", "floor_s", "bytes_moved", "bytes_min", "ops", "findings",
             "ruled_out", "machine"} <= set(data)
     assert set(data["time"]) == {"median_s", "iqr_s"}
-    assert set(data["ops"][0]) == {"name", "in_bytes", "out_bytes", "allocates", "time_s",
-                                   "gbps", "roof_fraction"}
+    assert {"name", "in_bytes", "out_bytes", "allocates", "time_s", "gbps", "roof_fraction",
+            "source", "flops"} <= set(data["ops"][0])
+    assert data["ops"][0]["source"] == "<statement>:1"
+    assert {"lines", "minor"} <= set(data)
+    assert set(data["lines"][0]) >= {"source", "code", "time_s", "share", "bytes", "flops",
+                                     "cause"}
+    assert sum(f["share"] for f in data["findings"]) <= 1 + 1e-9
 
 
 def test_memory_bound_add_has_no_data_dependent_finding(roof):
@@ -143,12 +155,14 @@ def test_mutation_warns_and_user_arrays_untouched(roof):
 def test_errors_are_clear(roof):
     with pytest.raises(ExplainError, match="ZeroDivisionError"):
         explain("1 / 0", roof=roof)
-    with pytest.raises(ExplainError, match="expression"):
-        explain("y = 1", roof=roof)
+    with pytest.raises(ExplainError, match="parse"):
+        explain("y = (1", roof=roof)
+    with pytest.raises(ExplainError, match="NameError"):
+        explain("y = undefined_name + 1", roof=roof)
 
 
 def test_report_text(roof):
-    e = run("np.ceil(np.clip(X, 0, 1))", "X = np.random.randn(100000)", roof)
+    e = run("np.ceil(np.clip(X, 0, 1))", f"X = np.random.randn({N})", roof)
     text = e.text()
     for piece in ("operations", "np.clip(X, 0, 1)", "findings", "floor", "rewrite"):
         assert piece in text

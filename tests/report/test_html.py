@@ -127,8 +127,8 @@ def test_explain_report_in_chromium(reports, tmp_path):
     info, errors, dialogs = _render(paths["explain"], screenshot=tmp_path / "explain.png")
     assert not errors and not dialogs
     assert info["findings"] == len(expl.findings) > 0
-    assert info["rows"] == len(expl.ops)
-    assert {"operations", "roofline-plot", "findings", "rewrite"} <= set(info["ids"])
+    assert info["rows"] == len(expl.ops) + len(expl.lines)
+    assert {"operations", "lines", "roofline-plot", "findings"} <= set(info["ids"])
     assert "np.clip(X, 0, 1)" in info["text"] and INJECTION in info["text"]
     assert (tmp_path / "explain.png").stat().st_size > 10_000
 

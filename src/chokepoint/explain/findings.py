@@ -253,30 +253,38 @@ RULES: tuple[Callable, ...] = (allocation_rule, temporaries_rule, data_dependent
                                overhead_rule, compute_rule, memory_rule)
 
 
-def _carve(memory: Cause, seconds: float) -> float:
-    """Take ``seconds`` out of the memory-bound time (largest operations first)."""
+def _carve(pools: list[Cause], seconds: float) -> float:
+    """Take ``seconds`` out of the pools' time (in order, largest operations first)."""
     taken = 0.0
-    for i in sorted(memory.seconds, key=memory.seconds.get, reverse=True):
-        step = min(memory.seconds[i], seconds - taken)
-        memory.seconds[i] -= step
-        taken += step
+    for pool in pools:
+        for i in sorted(pool.seconds, key=pool.seconds.get, reverse=True):
+            step = min(pool.seconds[i], seconds - taken)
+            pool.seconds[i] -= step
+            taken += step
     return taken
 
 
-def byte_causes(ops: list[OpEvidence], model: Model, memory: Cause) -> list[Cause]:
-    """Extra passes and a wide output, from the byte model, each at the bandwidth the
-    statement's operations reached, carved out of the memory-bound time."""
-    # the rate the memory-bound operations reached (all of them when none is)
-    chosen = [ops[i] for i in memory.seconds] or ops
-    seconds = sum(op.seconds for op in chosen)
-    rate = sum(op.nbytes for op in chosen) / seconds if seconds > 0 else 0.0
+def byte_causes(ops: list[OpEvidence], model: Model, memory: Cause,
+                compute: Cause) -> list[Cause]:
+    """Extra passes and a wide output, from the byte model, each at the rate the statement's
+    elementwise operations reached, carved out of their time: the memory-bound first, then
+    the compute-bound ones that are not matrix products (an extra pass costs its operation's
+    time whichever ceiling holds it)."""
+    elementwise = Cause("compute-bound",
+                        seconds={i: t for i, t in compute.seconds.items() if not ops[i].gemm})
+    pools = [memory, elementwise]
+    # the rate of the bytes themselves: over the time left once page faults, values and
+    # layout have had theirs
+    chosen = [i for pool in pools for i in pool.seconds]
+    seconds = sum(pool.seconds[i] for pool in pools for i in pool.seconds)
+    rate = sum(ops[i].nbytes for i in chosen) / seconds if seconds > 0 else 0.0
     causes = []
     one_pass = model.bytes_inputs + model.result_bytes
     extra = model.bytes_moved - one_pass
     passes = Cause("extra-passes", extra={"passes": model.passes, "moved": model.bytes_moved,
                                           "one_pass": one_pass, "extra": extra, "rate": rate})
     if model.passes > 1 and extra > 0 and rate > 0:
-        passes.extra["seconds"] = _carve(memory, extra / rate)
+        passes.extra["seconds"] = _carve(pools, extra / rate)
         passes.facts.append(passes.extra)
     elif model.passes > 1:
         passes.ruled.append(passes.extra)
@@ -287,9 +295,11 @@ def byte_causes(ops: list[OpEvidence], model: Model, memory: Cause) -> list[Caus
         wide = Cause("wide-output", extra={"result": model.result_bytes,
                                            "needed": model.result_bytes_min,
                                            "dtype": str(model.narrow_dtype), "rate": rate})
-        wide.extra["seconds"] = _carve(memory, wasted / rate)
+        wide.extra["seconds"] = _carve(pools, wasted / rate)
         wide.facts.append(wide.extra)
         causes.append(wide)
+    for i, t in elementwise.seconds.items():  # hand the carved time back
+        compute.seconds[i] = t
     return causes
 
 
@@ -302,7 +312,7 @@ def derive_findings(
     ledger = Ledger(ops)
     causes = {rule: rule(ops, ledger, model, roof) for rule in RULES}
     memory = causes[memory_rule]
-    extra = byte_causes(ops, model, memory)
+    extra = byte_causes(ops, model, memory, causes[compute_rule])
     scale = max(total, sum(op.seconds for op in ops))
 
     def share(seconds: float) -> float:

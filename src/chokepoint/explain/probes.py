@@ -114,6 +114,29 @@ def _replace_arrays(op: Op, transform) -> tuple[tuple, dict] | None:
     return (args, kwargs) if changed[0] else None
 
 
+def _byte_bounds(a: np.ndarray) -> tuple[int, int]:
+    try:
+        from numpy.lib.array_utils import byte_bounds
+    except ImportError:  # NumPy < 2
+        byte_bounds = getattr(np, "byte_bounds")  # noqa: B009 - gone from NumPy 2's namespace
+    return byte_bounds(a)
+
+
+def same_layout(a: np.ndarray, values) -> np.ndarray:
+    """A new array with ``a``'s shape, dtype *and strides*, holding ``values``: a probe that
+    changes the values must not change the layout (a contiguous stand-in for a strided view
+    would measure the strides, not the values)."""
+    if a.flags.c_contiguous or a.ndim == 0:
+        out = np.empty(a.shape, a.dtype)
+    else:
+        low, high = _byte_bounds(a)
+        span = np.empty((high - low) // a.itemsize + 1, a.dtype)
+        offset = (a.__array_interface__["data"][0] - low) // a.itemsize
+        out = np.lib.stride_tricks.as_strided(span[offset:], shape=a.shape, strides=a.strides)
+    out[...] = values
+    return out
+
+
 def _elementwise(op: Op) -> bool:
     result = op.result_array
     return (op.kind in ("ufunc", "function") and result is not None and result.ndim > 0
@@ -219,9 +242,18 @@ def _cache_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe | 
     m = max(1024, settings.cache_bytes // per_element)
     if m * 4 > result.size:
         return None  # already cache-sized
-    swapped = _replace_arrays(op, lambda a: np.ascontiguousarray(a.reshape(-1)[:m]))
-    if swapped is None:
+    rows = max(1, m * result.shape[0] // result.size)
+    sizes = []
+
+    def head(a):  # about m elements, in the same layout as the rest
+        part = a.reshape(-1)[:m] if a.flags.c_contiguous else a[:rows]
+        sizes.append(part.size)
+        return part
+
+    swapped = _replace_arrays(op, head)
+    if swapped is None or len(set(sizes)) != 1:
         return None
+    m = sizes[0]
     before, small = _pair(_call(op, op.args, op.kwargs), _call(op, *swapped), settings)
     scale = m / result.size  # compare per element
     base_per = Measurement([t * scale for t in before.times], before.loops)
@@ -290,13 +322,13 @@ def _constant_probe(op: Op, settings: ProbeSettings, buffer: np.ndarray | None =
         # faults (0.5 s for 246 MB here) that would be paid again for every operation. Two
         # distinct operands never share one array: that would halve the bytes read, not
         # change the values.
-        kind = (a.shape, a.dtype.str)
+        kind = (a.shape, a.dtype.str, a.strides)
         used[kind] = used.get(kind, 0) + 1
         key = ("constant", *kind, used[kind])
         array = scratch.get(key)
         if array is None:
-            array = scratch[key] = np.empty(a.shape, a.dtype)
-        array.fill(value)
+            array = scratch[key] = same_layout(a, value)
+        array[...] = value
         given[id(a)] = array
         return array
 
@@ -319,7 +351,7 @@ def _sorted_probe(op: Op, settings: ProbeSettings,
         if a.dtype.kind != "f":
             return a
         if id(a) not in ordered:  # the same array twice stays one array
-            ordered[id(a)] = np.sort(a, axis=None).reshape(a.shape)
+            ordered[id(a)] = same_layout(a, np.sort(a, axis=None).reshape(a.shape))
         return ordered[id(a)]
 
     swapped = _replace_arrays(op, sort)
@@ -373,7 +405,7 @@ def _subnormal_probe(op: Op, settings: ProbeSettings,
     def flush(a):
         if a.dtype.kind != "f":
             return a
-        b = a.copy()
+        b = same_layout(a, a)
         b[np.abs(b) < np.finfo(a.dtype).tiny] = 0
         return b
 

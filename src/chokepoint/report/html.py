@@ -164,20 +164,34 @@ def explanation_html(e, *, full: bool = True) -> str:
             f"<pre id=\"statement\">{_e(e.statement)}</pre>"]
     if e.setup:
         body.append(f"<h2>Setup</h2><pre id=\"setup\">{_e(e.setup)}</pre>")
+    from .text import floor_text
+
     body.append(
         f"<p id=\"summary\">{_e(format_seconds(e.median_s))} (± {_e(format_seconds(e.iqr_s))} "
-        f"IQR). It moves {e.bytes_moved / 1e6:.1f} MB; it needs {e.bytes_min / 1e6:.1f} MB "
-        f"(inputs once, result once at its narrowest dtype): floor "
-        f"{_e(format_seconds(e.floor_s))}"
-        + (f", {e.median_s / e.floor_s:.1f}× above it." if e.floor_s else ".") + "</p>")
-    rows = [[f"<code>{_e(op['name'])}</code>", f"{op['in_bytes'] / 1e6:.1f} MB",
+        f"IQR). It {_e(floor_text(e).strip())}.</p>")
+    if e.lines:
+        from .text import line_rate, short_source
+
+        rows = [[_e(short_source(line["source"])), f"<code>{_e(line['code'])}</code>",
+                 _e(format_seconds(line["time_s"])), f"{100 * line['share']:.1f}%",
+                 f"{line['bytes'] / 1e6:.1f} MB", _e(line_rate(line)),
+                 f"{100 * line.get('ceiling_fraction', 0):.0f}%", _e(line["cause"] or "")]
+                for line in e.lines]
+        body.append("<h2>Lines</h2>")
+        body.append(_table([("line", True), ("code", True), ("time", False), ("share", False),
+                            ("bytes", False), ("rate", False), ("% ceiling", False),
+                            ("cause", True)], rows, "lines"))
+    rows = [[f"<code>{_e(op['name'])}</code>", _e(op.get("source", "")),
+             f"{op['in_bytes'] / 1e6:.1f} MB",
              f"{op['out_bytes'] / 1e6:.1f} MB", "yes" if op["allocates"] else "",
              _e(format_seconds(op["time_s"])) if op["time_s"] else "free",
-             f"{op['gbps']:.1f}", f"{100 * op['roof_fraction']:.0f}%"] for op in e.ops]
+             f"{op['gbps']:.1f}", f"{op.get('gflops', 0):.1f}" if op.get("flops") else "",
+             _e(op.get("cause") or "")] for op in e.ops]
     body.append("<h2>Operations</h2>")
-    body.append(_table([("operation", True), ("read", False), ("written", False),
-                        ("new memory", True), ("time", False), ("GB/s", False),
-                        ("% roof", False)], rows, "operations"))
+    body.append(_table([("operation", True), ("source", True), ("read", False),
+                        ("written", False), ("new memory", True), ("time", False),
+                        ("GB/s", False), ("GFLOP/s", False), ("cause", True)], rows,
+                       "operations"))
     points = e.roofline_points()
     if points:
         body.append("<h2>Roofline</h2>")
@@ -195,6 +209,10 @@ def explanation_html(e, *, full: bool = True) -> str:
             f"{100 * f.share:.0f}% of the time<br>{_e(f.evidence)}<br>"
             f"→ {_e(f.suggestion)}</div>")
     body.append("</div>")
+    if getattr(e, "minor", None):
+        body.append("<h2>Minor</h2><ul id=\"minor\">" + "".join(
+            f"<li><strong>{_e(f.kind)}</strong> ({100 * f.share:.2g}%): {_e(f.evidence)}</li>"
+            for f in e.minor) + "</ul>")
     if e.ruled_out:
         body.append("<h2>Ruled out</h2><ul id=\"ruled-out\" class=\"ruled\">")
         body.extend(f"<li><strong>{_e(r.kind)}</strong>: {_e(r.evidence)}</li>"

@@ -11,8 +11,8 @@ from rich.text import Text
 
 from ..measure.timer import format_seconds
 
-__all__ = ["escape_markup", "explanation_text", "format_seconds", "plain", "race_table",
-           "race_text"]
+__all__ = ["escape_markup", "explanation_text", "floor_text", "format_seconds", "line_rate",
+           "lines_table", "plain", "race_table", "race_text", "short_source"]
 
 
 def escape_markup(text: object) -> str:
@@ -70,6 +70,57 @@ def _mb(n: float) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
+#: the operations table lists at most this many operations under PROBED of the time
+SHOWN_OPS = 12
+
+
+def short_source(source: str) -> str:
+    """``/path/to/net.py:26`` -> ``net.py:26``."""
+    head, _, line = source.rpartition(":")
+    return f"{head.rsplit('/', 1)[-1]}:{line}" if head else source
+
+
+def line_rate(line: dict) -> str:
+    """GFLOP/s for a line that mostly computes, GB/s otherwise."""
+    if line.get("flops") and line.get("gflops", 0) >= line.get("gbps", 0):
+        return f"{line['gflops']:.1f} GFLOP/s"
+    return f"{line.get('gbps', 0):.1f} GB/s"
+
+
+def lines_table(e) -> Table:
+    """The per-line table of an explanation (line_profiler-like, against the ceilings)."""
+    table = Table(title="lines (time per line of your code, against this machine's ceilings)",
+                  title_justify="left")
+    for name, justify in [("line", "left"), ("code", "left"), ("time", "right"),
+                          ("share", "right"), ("bytes", "right"), ("rate", "right"),
+                          ("% ceiling", "right"), ("cause", "left")]:
+        table.add_column(name, justify=justify, overflow="fold")
+    for line in e.lines:
+        table.add_row(plain(short_source(line["source"])), plain(line["code"]),
+                      format_seconds(line["time_s"]), f"{100 * line['share']:.1f}%",
+                      _mb(line["bytes"]), line_rate(line),
+                      f"{100 * line.get('ceiling_fraction', 0):.0f}%",
+                      plain(line["cause"] or ""))
+    return table
+
+
+def floor_text(e) -> str:
+    """What the statement moves and computes, its floor, and how far above it it runs."""
+    floor = getattr(e, "floor", None) or {}
+    text = (f"  moves {_mb(e.bytes_moved)}; needs {_mb(e.bytes_min)} (inputs once, result once "
+            f"at its narrowest dtype)")
+    if floor.get("compute_s"):
+        text += (f" and {floor['flops'] / 1e9:.3g} GFLOP: floor "
+                 f"{format_seconds(e.floor_s)} ({floor['bound']}: memory "
+                 f"{format_seconds(floor['memory_s'])}, compute "
+                 f"{format_seconds(floor['compute_s'])})")
+    else:
+        text += f": floor {format_seconds(e.floor_s)}"
+    if e.floor_s:
+        text += f", {e.median_s / e.floor_s:.1f}x above it"
+    return text
+
+
 def explanation_text(e, width: int = 120) -> str:
     """The human report of an :class:`~chokepoint.explain.api.Explanation`."""
     buffer = io.StringIO()
@@ -77,29 +128,43 @@ def explanation_text(e, width: int = 120) -> str:
     m = e.machine
     console.print(plain(e.statement))
     console.print(f"  {format_seconds(e.median_s)} (± {format_seconds(e.iqr_s)} IQR) on "
-                  f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores; "
+                  f"{escape_markup(m.get('cpu', '?'))}, {m.get('cores', '?')} cores; "
                   f"roof {m.get('read_bw', 0) / 1e9:.1f} GB/s read")
-    console.print(f"  moves {_mb(e.bytes_moved)}; needs {_mb(e.bytes_min)} (inputs once, result "
-                  f"once at its narrowest dtype): floor {format_seconds(e.floor_s)}, "
-                  f"{e.median_s / e.floor_s:.1f}x above it" if e.floor_s else "")
+    console.print(plain(floor_text(e)))
+    sources = {line["source"] for line in e.lines}
+    if len(e.lines) > 1 or not all(s.startswith("<") for s in sources):
+        console.print(lines_table(e))
     table = Table(title="operations", title_justify="left")
-    for name, justify in [("operation", "left"), ("read", "right"), ("written", "right"),
-                          ("new memory", "center"), ("time", "right"), ("GB/s", "right"),
-                          ("% roof", "right")]:
+    for name, justify in [("operation", "left"), ("line", "left"), ("read", "right"),
+                          ("written", "right"), ("new memory", "center"), ("time", "right"),
+                          ("GB/s", "right"), ("GFLOP/s", "right"), ("cause", "left")]:
         table.add_column(name, justify=justify, overflow="fold")
-    for op in e.ops:
-        table.add_row(plain(op["name"]), _mb(op["in_bytes"]), _mb(op["out_bytes"]),
+    total = max(e.median_s, sum(op["time_s"] for op in e.ops)) or 1.0
+    shown = [op for op in e.ops if op["time_s"] >= 0.01 * total] \
+        if len(e.ops) > SHOWN_OPS else e.ops
+    for op in shown:
+        table.add_row(plain(op["name"]), plain(short_source(op.get("source", ""))),
+                      _mb(op["in_bytes"]), _mb(op["out_bytes"]),
                       "yes" if op["allocates"] else "",
                       format_seconds(op["time_s"]) if op["time_s"] else "free",
-                      f"{op['gbps']:.1f}", f"{100 * op['roof_fraction']:.0f}%")
+                      f"{op['gbps']:.1f}",
+                      f"{op['gflops']:.1f}" if op.get("flops") else "",
+                      plain(op.get("cause") or ""))
     console.print(table)
-    console.print("findings (measured here, by share of the time):")
+    if len(shown) < len(e.ops):
+        console.print(plain(f"  ({len(e.ops) - len(shown)} operations under 1% of the time "
+                            "not shown; --json lists every one)"))
+    console.print("findings (measured here, by share of the time; shares add up):")
     if not e.findings:
         console.print("  none: no probe measured an effect")
     for i, f in enumerate(e.findings, 1):
         console.print(f"  {i}. {escape_markup(f.kind)} ({100 * f.share:.0f}%): "
                       f"{escape_markup(f.evidence)}")
         console.print(f"     -> {escape_markup(f.suggestion)}")
+    minor = getattr(e, "minor", None) or []
+    if minor:
+        console.print(plain("minor (measured, under 1% of the time): " + ", ".join(
+            f"{f.kind} ({100 * f.share:.2g}%)" for f in minor)))
     if e.ruled_out:
         console.print("ruled out (suspected, not confirmed by the measurement):")
         for r in e.ruled_out:
@@ -117,6 +182,12 @@ def explanation_text(e, width: int = 120) -> str:
                           "predicted "
                           f"{format_seconds(n['predicted_s'])}, measured "
                           f"{format_seconds(n['measured_s'])}: {n['speedup']:.1f}x faster")
+    for r in getattr(e, "line_rewrites", None) or []:
+        console.print(f"rewrite {escape_markup(short_source(r['source']))}: "
+                      f"{escape_markup(r['code'])}  ->  {escape_markup(r['statement'])} — "
+                      f"measured {format_seconds(r['measured_s'])} against "
+                      f"{format_seconds(r['original_s'])}: {r['speedup']:.1f}x faster, same "
+                      "values" + (f" ({escape_markup(r['note'])})" if r.get("note") else ""))
     for w in e.warnings:
         console.print(f"note: {escape_markup(w)}")
     return buffer.getvalue()
