@@ -213,7 +213,12 @@ def add_explain_arguments(parser: argparse.ArgumentParser, *, statement: bool = 
     """The explain options, shared by ``chokepoint explain`` and the ``%explain`` magic."""
     parser.add_argument("-s", "--setup", default="", help="setup code that makes the inputs")
     if statement:
-        parser.add_argument("statement", metavar="STMT", help="the expression to explain")
+        parser.add_argument("statement", metavar="STMT", nargs="?",
+                            help="the code to explain: an expression, statements separated by "
+                                 "';' or newlines, or a call of your functions")
+        parser.add_argument("-f", "--file", metavar="FILE",
+                            help="explain the code in FILE (a cell or a script fragment) "
+                                 "instead of STMT; its lines are reported as FILE:LINE")
     parser.add_argument("--min-time", type=positive_float, default=0.1,
                         help="seconds per timing repeat of the statement (default 0.1)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON only")
@@ -222,14 +227,16 @@ def add_explain_arguments(parser: argparse.ArgumentParser, *, statement: bool = 
     parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
 
 
-def run_explain(args: argparse.Namespace, statement: str, namespace: dict | None = None):
-    """Explain from parsed options, with a status line on stderr; returns the Explanation."""
+def run_explain(args: argparse.Namespace, statement, namespace: dict | None = None):
+    """Explain from parsed options, with a status line on stderr; returns the Explanation.
+    ``statement`` is a string or a :class:`~chokepoint.measure.statements.Statement`."""
     from rich.console import Console
 
     from .explain import explain
     from .report.text import escape_markup
 
-    with Console(stderr=True).status(f"explaining {escape_markup(statement[:50])} "
+    first = str(statement).strip().splitlines()[0] if str(statement).strip() else ""
+    with Console(stderr=True).status(f"explaining {escape_markup(first[:50])} "
                                      "(runs it several times)"):
         return explain(statement, args.setup, namespace=namespace, min_time=args.min_time)
 
@@ -238,11 +245,28 @@ def _explain(args: argparse.Namespace) -> int:
     import warnings
 
     from .explain import ExplainError
+    from .measure.statements import Statement
 
+    if (args.statement is None) == (args.file is None):
+        print("chokepoint explain: give the code to explain, either as STMT or with -f FILE "
+              "(not both)", file=sys.stderr)
+        return 2
+    statement = args.statement
+    if args.file is not None:
+        try:
+            with open(args.file, encoding="utf-8") as handle:
+                statement = Statement.parse(handle.read(), filename=args.file)
+        except OSError as exc:
+            print(f"chokepoint explain: cannot read {args.file}: {exc.strerror}",
+                  file=sys.stderr)
+            return 2
+        except (SyntaxError, ValueError) as exc:
+            print(f"chokepoint explain: {args.file} does not parse: {exc}", file=sys.stderr)
+            return 2
     try:
         with warnings.catch_warnings(), _user_output(args):
             warnings.simplefilter("ignore", RuntimeWarning)  # they are in the report
-            explanation = run_explain(args, args.statement)
+            explanation = run_explain(args, statement)
     except ExplainError as exc:
         print(f"chokepoint explain: {exc}", file=sys.stderr)
         return 1

@@ -21,6 +21,7 @@ from ..measure.roofline import Roofline, roofline
 from ..measure.statements import Statement, arrays_in, mutated, run_setup
 from ..measure.timer import measure
 from .findings import Finding, OpEvidence, RuledOut, derive_findings
+from .lines import line_rewrites
 from .model import Model, build_model
 from .probes import ProbeSettings, probe_op, time_op
 from .rewrite import find_rewrite
@@ -57,6 +58,7 @@ class Explanation:
     lines: list[dict] = field(default_factory=list)
     minor: list[Finding] = field(default_factory=list)
     floor: dict = field(default_factory=dict)
+    line_rewrites: list[dict] = field(default_factory=list)
 
     @property
     def bytes_moved(self) -> int:
@@ -84,6 +86,7 @@ class Explanation:
             "minor": [{"kind": f.kind, "share": f.share, "evidence": f.evidence}
                       for f in self.minor],
             "floor": self.floor,
+            "line_rewrites": self.line_rewrites,
         }
 
     def to_html(self) -> str:
@@ -369,8 +372,11 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
     rewrite, suggestion = _measured_rewrite(stmt, ns, inputs, result, timing.median, roof,
                                             min_time)
 
+    captures = [c for c in tr.lines if not (stmt.is_expression and c.filename == stmt.filename)]
+    in_lines = line_rewrites(captures, min_time=settings.min_time)
     findings, ruled, minor, causes = derive_findings(
-        evidence, model, timing.median, roof, rewrite=suggestion, peak_extra=peak_extra)
+        evidence, model, timing.median, roof, rewrite=suggestion, peak_extra=peak_extra,
+        line_rewrites=in_lines)
     for row, cause in zip((r for r in rows if r["time_s"] > 0), causes, strict=True):
         row["cause"] = cause
     machine = roof.summary()
@@ -386,4 +392,4 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
                        machine=machine, rewrite=rewrite, warnings=warned, runs=runs,
                        op_elements=elements,
                        lines=_line_rows(tr, rows, causes, timing.median, roof),
-                       minor=minor, floor=floor)
+                       minor=minor, floor=floor, line_rewrites=in_lines)

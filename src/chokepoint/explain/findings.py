@@ -125,7 +125,8 @@ def _probe_rule(kind: str, names: tuple[str, ...], fraction: float = 0.1):
                 p = op.probes.get(name)
                 if p is None:
                     continue
-                fact = {"op": op.label, "probe": name, "base_s": p.base.median,
+                fact = {"op": op.label, "source": op.source, "probe": name,
+                        "base_s": p.base.median,
                         "changed_s": p.changed.median, "detail": p.detail,
                         "into_out": p.into_out}
                 if _confirmed(p, fraction):
@@ -156,7 +157,8 @@ def _split_out_rule(kind, ops, ledger, chosen) -> Cause:
         p = op.probes.get("out")
         if p is None or not chosen(op):
             continue
-        fact = {"op": op.label, "base_s": p.base.median, "changed_s": p.changed.median}
+        fact = {"op": op.label, "source": op.source, "base_s": p.base.median,
+                "changed_s": p.changed.median}
         if _confirmed(p):
             cause.seconds[i] = ledger.take(i, p.saved)
             cause.facts.append(fact)
@@ -212,7 +214,8 @@ def compute_rule(ops, ledger, model, roof) -> Cause:
             ceiling = roof.gemm_ceiling(op.dtype)
             if op.flops / ceiling >= op.nbytes / roof.bandwidth:
                 cause.seconds[i] = ledger.take(i, ledger.left[i])
-                cause.facts.append({"op": op.label, "flops": op.flops, "seconds": op.seconds,
+                cause.facts.append({"op": op.label, "source": op.source, "flops": op.flops,
+                                    "seconds": op.seconds,
                                     "rate": op.flops / op.seconds, "ceiling": ceiling,
                                     "dtype": op.dtype, "gemm": True,
                                     "one_thread": roof.gemm_ceiling(op.dtype, one_thread=True)})
@@ -220,7 +223,8 @@ def compute_rule(ops, ledger, model, roof) -> Cause:
         p = op.probes.get("cache")
         if p is not None and p.base.median < MEMORY_BOUND_SPEEDUP * p.changed.median:
             cause.seconds[i] = ledger.take(i, ledger.left[i])
-            cause.facts.append({"op": op.label, "bytes": op.nbytes, "seconds": op.seconds,
+            cause.facts.append({"op": op.label, "source": op.source, "bytes": op.nbytes,
+                                "seconds": op.seconds,
                                 "speedup": p.base.median / max(p.changed.median, 1e-12),
                                 "gemm": False})
     return cause
@@ -242,8 +246,9 @@ def memory_rule(ops, ledger, model, roof) -> Cause:
             bound = (op.gemm and op.flops) or rate >= NEAR_ROOF * roof.bandwidth
         if bound and ledger.left[i] > 0:
             cause.seconds[i] = ledger.take(i, ledger.left[i])
-            cause.facts.append({"op": op.label, "bytes": op.nbytes, "seconds": op.seconds,
-                                "rate": rate, "roof": roof.bandwidth, "speedup": speedup})
+            cause.facts.append({"op": op.label, "source": op.source, "bytes": op.nbytes,
+                                "seconds": op.seconds, "rate": rate, "roof": roof.bandwidth,
+                                "speedup": speedup})
     return cause
 
 
@@ -305,13 +310,14 @@ def byte_causes(ops: list[OpEvidence], model: Model, memory: Cause,
 
 def derive_findings(
     ops: list[OpEvidence], model: Model, total: float, roof: Roofline, *,
-    rewrite: str | None, peak_extra: int | None,
+    rewrite: str | None, peak_extra: int | None, line_rewrites: list[dict] | None = None,
 ) -> tuple[list[Finding], list[RuledOut], list[Finding], list[str | None]]:
     """Findings ordered by share, the ruled-out suspicions, the minor findings, and each
     operation's main cause."""
     ledger = Ledger(ops)
     causes = {rule: rule(ops, ledger, model, roof) for rule in RULES}
     memory = causes[memory_rule]
+    main = _main_causes(len(ops), [*causes.values()])  # before the byte counts take theirs
     extra = byte_causes(ops, model, memory, causes[compute_rule])
     scale = max(total, sum(op.seconds for op in ops))
 
@@ -320,7 +326,7 @@ def derive_findings(
 
     found, ruled, minor = [], [], []
     context = words.Context(model=model, roof=roof, rewrite=rewrite, peak_extra=peak_extra,
-                            total=total)
+                            total=total, line_rewrites=line_rewrites or [])
     temporaries = causes[temporaries_rule]
     if model.temporaries and peak_extra and not temporaries.facts:
         # the memory itself was measured (tracemalloc), whatever its time
@@ -340,7 +346,7 @@ def derive_findings(
         ruled.append(RuledOut("temporaries", words.untimed_temporaries(model)))
     found.sort(key=lambda f: f.share, reverse=True)
     minor.sort(key=lambda f: f.share, reverse=True)
-    return found, ruled, minor, _main_causes(len(ops), [*causes.values()])
+    return found, ruled, minor, main
 
 
 def _main_causes(n: int, causes: list[Cause]) -> list[str | None]:

@@ -106,6 +106,7 @@ class Trace:
 
     ops: list[Op] = field(default_factory=list)
     names: dict[int, str] = field(default_factory=dict)  # id(array) -> name in the code
+    lines: list = field(default_factory=list)  # LineCapture of lines holding a pattern
     escaped: dict[int, np.ndarray] = field(default_factory=dict)  # converted by __array__
     result: object = None
 
@@ -306,10 +307,11 @@ class Traced(NDArrayOperatorsMixin):
 class Tracer:
     """Runs operations on real arrays, records them, and wraps their results."""
 
-    def __init__(self, statement_file: str = ""):
+    def __init__(self):
         self.trace = Trace()
         self._count = 0
-        self._statement_file = statement_file
+        self._line: tuple[str, int] | None = None
+        self._seen_lines: set[tuple[str, int]] = set()
 
     def wrap(self, array: np.ndarray, name: str) -> Traced:
         self.trace.names[id(array)] = name
@@ -329,6 +331,8 @@ class Tracer:
         inputs = [a for a in _arrays_in(real_args) + _arrays_in(
             {k: v for k, v in real_kwargs.items() if k != "out"})]
         frame = _user_frame()
+        if frame is not None:
+            self._begin_line(frame)
         index_bytes = None
         before = None
         if kind == "index" and _advanced(real_args[1]):
@@ -366,6 +370,22 @@ class Tracer:
         op.text = self._render(op, results)
         self.trace.ops.append(op)
         return self._wrap_result(result)
+
+    def _begin_line(self, frame) -> None:
+        """At the first operation of a line of the user's code (first time only): keep its
+        variables for the line rewrites (see :mod:`chokepoint.explain.lines`)."""
+        key = (frame.f_code.co_filename, frame.f_lineno)
+        if key == self._line:
+            return
+        self._line = key
+        if key in self._seen_lines:
+            return
+        self._seen_lines.add(key)
+        from .lines import capture
+
+        found = capture(key[0], key[1], frame.f_globals, frame.f_locals, _unwrap)
+        if found is not None:
+            self.trace.lines.append(found)
 
     def _learn_names(self, frame) -> None:
         """Name arrays as the user's code names them (its local variables), so that labels
@@ -426,7 +446,7 @@ def trace(statement: str | Statement, namespace: dict, inputs: list[str]) -> Tra
     operation, timed by the caller.
     """
     statement = as_statement(statement)
-    tracer = Tracer(statement.filename)
+    tracer = Tracer()
     scope = dict(namespace)
     for name in inputs:
         scope[name] = tracer.wrap(namespace[name], name)

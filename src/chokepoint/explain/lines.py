@@ -1,0 +1,205 @@
+"""Rewrites inside programs: a line of the user's code that is a ReLU-family operation in
+disguise, recognised by value, and proposed only when the kernel measured faster.
+
+The tracer hands each line of the user's code to :func:`capture` when the line's first
+operation runs, with the frame's variables as they are then. Patterns are found in the line's
+syntax (``np.maximum(0, E)``, ``D * (H > 0)``, ``np.where(H > 0, D, 0)``, ``D[H <= 0] = 0``);
+each is then checked by value, as the statement-level rewrite is
+(:func:`chokepoint.explain.rewrite.find_rewrite`: the user's data, then the values where
+conventions differ), and timed against the code it replaces, side by side.
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import kernels
+from ..measure.timer import measure_interleaved
+from .rewrite import find_rewrite
+
+__all__ = ["LineCapture", "capture", "line_rewrites"]
+
+#: a kernel must be at least this much faster than the code it replaces to be proposed
+FASTER = 1.05
+
+
+@dataclass
+class _Pattern:
+    """One recognisable piece of a line: the equivalent expression over placeholder names
+    (``d``, ``h``, ``z``), the user's expressions for them, and how the kernel is called."""
+
+    template: str  # NumPy code over the placeholders, with the line's values
+    operands: dict[str, ast.expr]  # placeholder -> the user's expression
+    in_place: str | None = None  # the target name of ``D[H <= 0] = 0``
+    original: str = ""  # the user's code this pattern is
+
+
+@dataclass
+class LineCapture:
+    """A line whose syntax holds a pattern, with its variables when it began."""
+
+    filename: str
+    line: int
+    code: str
+    patterns: list[_Pattern]
+    env: dict = field(repr=False)
+
+
+def _is_zero(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and not isinstance(node.value, bool) \
+        and isinstance(node.value, (int, float)) and node.value == 0
+
+
+def _is_np(node: ast.expr, name: str) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == name
+            and isinstance(node.value, ast.Name) and node.value.id in ("np", "numpy"))
+
+
+def _compare_zero(node: ast.expr, ops: tuple[type, ...]) -> ast.expr | None:
+    """``H`` of ``H > 0`` (for the given comparison types)."""
+    if (isinstance(node, ast.Compare) and len(node.ops) == 1
+            and isinstance(node.ops[0], ops) and _is_zero(node.comparators[0])):
+        return node.left
+    return None
+
+
+def _patterns(tree: ast.AST) -> list[_Pattern]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _is_np(node.func, "maximum") and len(node.args) == 2 \
+                and not node.keywords:
+            a, b = node.args
+            operand = b if _is_zero(a) else a if _is_zero(b) else None
+            if operand is not None:
+                found.append(_Pattern("np.maximum(z, 0)", {"z": operand},
+                                      original=ast.unparse(node)))
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            for grad, mask in ((node.left, node.right), (node.right, node.left)):
+                h = _compare_zero(mask, (ast.Gt, ast.GtE))
+                if h is not None:
+                    op = ">" if isinstance(mask.ops[0], ast.Gt) else ">="
+                    found.append(_Pattern(f"d * (h {op} 0)", {"d": grad, "h": h},
+                                          original=ast.unparse(node)))
+                    break
+        elif isinstance(node, ast.Call) and _is_np(node.func, "where") \
+                and len(node.args) == 3 and _is_zero(node.args[2]):
+            h = _compare_zero(node.args[0], (ast.Gt, ast.GtE))
+            if h is not None:
+                op = ">" if isinstance(node.args[0].ops[0], ast.Gt) else ">="
+                found.append(_Pattern(f"np.where(h {op} 0, d, 0)", {"d": node.args[1], "h": h},
+                                      original=ast.unparse(node)))
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Subscript) and _is_zero(node.value) \
+                and isinstance(node.targets[0].value, ast.Name):
+            target = node.targets[0]
+            h = _compare_zero(target.slice, (ast.Lt, ast.LtE))
+            if h is not None:
+                op = "<=" if isinstance(target.slice.ops[0], ast.LtE) else "<"
+                name = target.value.id
+                found.append(_Pattern(f"np.where(h {op} 0, 0, d)",
+                                      {"d": ast.parse(name, mode="eval").body, "h": h},
+                                      in_place=name, original=ast.unparse(node)))
+    return found
+
+
+def capture(filename: str, line: int, f_globals: dict, f_locals: dict,
+            unwrap) -> LineCapture | None:
+    """A line's patterns and its variables as the line begins (None when it has none).
+
+    ``unwrap`` turns the tracer's wrapped arrays back into arrays. The target of an in-place
+    pattern is copied now: the line is about to change it.
+    """
+    code = linecache.getline(filename, line).strip()
+    if not code:
+        return None
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:  # a line of a longer statement: not recognised
+        return None
+    patterns = _patterns(tree)
+    if not patterns:
+        return None
+    env = {k: unwrap(v) for scope in (f_globals, f_locals) for k, v in scope.items()}
+    for p in patterns:
+        if p.in_place and isinstance(env.get(p.in_place), np.ndarray):
+            env[p.in_place] = env[p.in_place].copy()
+    return LineCapture(filename, line, code, patterns, env)
+
+
+def _kernel_text(text: str, operands: dict[str, str], in_place: str | None) -> str:
+    """``chokepoint.relu_backward(d, h)`` with the user's expressions for the placeholders."""
+    call = ast.parse(text, mode="eval").body
+    call.args = [ast.parse(operands[a.id], mode="eval").body
+                 if isinstance(a, ast.Name) and a.id in operands else a for a in call.args]
+    if in_place:
+        call.keywords.append(ast.keyword("out", ast.Name(in_place, ast.Load())))
+    return ast.unparse(call)
+
+
+def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    values = {}
+    for name, node in p.operands.items():
+        try:
+            expression = ast.fix_missing_locations(ast.Expression(node))
+            value = eval(compile(expression, "<pattern>", "eval"), capture_.env)
+        except Exception:  # the user's code cannot be re-run here: skip it
+            return None
+        if not isinstance(value, np.ndarray) or value.dtype.kind != "f":
+            return None
+        values[name] = value
+    code = compile(p.template, "<pattern>", "eval")
+    namespace = {"np": np}
+    try:
+        result = eval(code, {**namespace, **values})
+        found = find_rewrite(p.template, namespace, values, result)
+    except Exception:  # shapes that do not broadcast and the like
+        return None
+    if found is None:
+        return None
+    if p.in_place:
+        d, h = values["d"], values["h"]
+        work = d.copy()
+        zero = 1 if "at_zero=1" in found.statement else 0
+        mask_code = compile(f"w[h {'<=' if '<=' in p.template else '<'} 0] = 0", "<pattern>",
+                            "exec")
+
+        def original():
+            exec(mask_code, {"w": work, "h": h})
+
+        def rewritten():
+            kernels.relu_backward(work, h, at_zero=zero, out=work)
+    else:
+        def original():
+            return eval(code, {**namespace, **values})
+
+        rewritten = found.call
+    before, after = measure_interleaved([original, rewritten], min_time=min_time, repeats=5)
+    if after.median * FASTER > before.median:
+        return None
+    operands = {k: ast.unparse(v) for k, v in p.operands.items()}
+    return {"source": f"{capture_.filename}:{capture_.line}", "code": capture_.code,
+            "replaces": p.original,
+            "statement": _kernel_text(found.statement, operands, p.in_place),
+            "original_s": before.median, "measured_s": after.median,
+            "speedup": before.median / after.median, "note": found.note}
+
+
+def line_rewrites(captures: list[LineCapture], min_time: float = 0.02) -> list[dict]:
+    """The patterns of the captured lines that a chokepoint kernel computes with the same
+    values, measured faster: one dict per rewrite (``source``, ``code``, ``replaces``,
+    ``statement``, ``original_s``, ``measured_s``, ``speedup``, ``note``)."""
+    out, seen = [], set()
+    for c in captures:
+        for p in c.patterns:
+            key = (c.filename, c.line, p.original)
+            if key in seen:
+                continue
+            seen.add(key)
+            found = _check(c, p, min_time)
+            if found is not None:
+                out.append(found)
+    return out
