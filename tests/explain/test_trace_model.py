@@ -59,3 +59,75 @@ def test_untraced_code_is_one_opaque_operation():
 ])
 def test_narrowest_dtype(values, expected):
     assert narrowest_dtype(values) == np.dtype(expected)
+
+
+def test_flops_of_matrix_products_and_factorisations():
+    from chokepoint.explain.trace import flops_of
+
+    a, b = np.ones((4, 5)), np.ones((5, 6))
+    product = a @ b
+    assert flops_of("matmul", (a, b), product) == 2 * 4 * 5 * 6
+    assert flops_of("ndarray.dot", (a, b), product) == 2 * 4 * 5 * 6
+    assert flops_of("einsum", ("ij,jk->ik", a, b), product) == 2 * 4 * 5 * 6
+    assert flops_of("tensordot", (a, b), product) == 2 * 4 * 5 * 6
+    batch = np.ones((3, 4, 5))
+    assert flops_of("matmul", (batch, b), batch @ b) == 3 * 2 * 4 * 5 * 6
+    square = np.eye(10)
+    assert flops_of("solve", (square, np.ones(10)), None) == int(2 * 10**3 / 3 + 2 * 10 * 10)
+    assert flops_of("add", (a, a), a + a) == a.size
+    assert flops_of("sin", (a,), np.sin(a)) == 0  # transcendental: not counted
+
+
+def test_matmul_is_recorded_with_its_flops_and_judged_as_a_matrix_product():
+    A, B = np.ones((30, 40)), np.ones((40, 50))
+    tr = _trace("A @ B + 1", A=A, B=B)
+    assert [op.name for op in tr.ops] == ["matmul", "add"]
+    assert tr.ops[0].flops == 2 * 30 * 40 * 50 and tr.ops[0].gemm
+    assert tr.ops[1].flops == 30 * 50 and not tr.ops[1].gemm
+
+
+def _user_step(X, G):
+    hidden = np.maximum(0, X)  # line A
+    G[hidden <= 0] = 0  # line B
+    return G
+
+
+def test_operations_carry_the_users_file_line_and_names():
+    import inspect
+
+    rng = np.random.default_rng(0)
+    X, G = rng.standard_normal(100), rng.standard_normal(100)
+    tr = trace("_user_step(X, G)", {"np": np, "_user_step": _user_step, "X": X, "G": G},
+               ["X", "G"])
+    _lines, first = inspect.getsourcelines(_user_step)
+    by_text = {op.text: op for op in tr.ops}
+    assert set(by_text) == {"t1 = np.maximum(0, X)", "t2 = np.less_equal(hidden, 0)",
+                            "G[t2] = 0"}
+    assert by_text["t1 = np.maximum(0, X)"].line == first + 1
+    assert by_text["G[t2] = 0"].line == first + 2
+    assert all(op.filename == __file__ and op.function == "_user_step" for op in tr.ops)
+    assert by_text["G[t2] = 0"].source == f"{__file__}:{first + 2}"
+
+
+def test_statements_and_cells_are_traced_with_their_lines():
+    from chokepoint.measure.statements import Statement
+
+    X = np.random.default_rng(0).standard_normal(50)
+    cell = Statement.parse("Y = X * 2.0\nY[X < 0] = 0\n", filename="<cell>")
+    tr = trace(cell, {"np": np, "X": X}, ["X"])
+    assert [(op.text, op.source) for op in tr.ops] == [
+        ("t1 = np.multiply(X, 2.0)", "<cell>:1"), ("t2 = np.less(X, 0)", "<cell>:2"),
+        ("Y[t2] = 0", "<cell>:2")]
+
+
+def test_mask_indexing_bytes_are_modelled():
+    X = np.random.default_rng(0).standard_normal(1000)
+    mask = X > 0
+    selected = int(mask.sum())
+    tr = _trace("X[M]", X=X, M=mask)
+    read = tr.ops[0]
+    assert (read.in_bytes, read.out_bytes) == (mask.nbytes + X.nbytes, 8 * selected)
+    tr = _trace("np.put(X, [0], 0) or X.__setitem__(M, 0.0)", X=X.copy(), M=mask)
+    assign = next(op for op in tr.ops if op.name == "setitem")
+    assert (assign.in_bytes, assign.out_bytes) == (mask.nbytes, 8 * selected)
+    assert assign.before is not None  # the target as it was, for the line's rewrite

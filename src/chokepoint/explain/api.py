@@ -271,7 +271,7 @@ def _measured_rewrite(statement: Statement, namespace, inputs, result, total: fl
         return None, None
 
     def timed(candidate) -> dict:
-        seconds = measure(candidate.call, min_time=min(min_time, 0.05), repeats=5).median
+        seconds = measure(candidate.call, min_time=min(min_time, 0.02), repeats=3).median
         return {"statement": candidate.statement,
                 "predicted_s": roof.floor_seconds(candidate.bytes), "measured_s": seconds,
                 "speedup": total / seconds, "note": candidate.note}
@@ -332,7 +332,8 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
     stmt = _parse(statement)
     _remember_source(stmt)
     roof = roofline() if roof is None else roof
-    settings = probe_settings or ProbeSettings()
+    settings = probe_settings or ProbeSettings(
+        threads_gain=roof.read_bw / roof.read_bw_1t if roof.read_bw_1t else 1.0)
     warned: list[str] = []
 
     # setup runs once; its arrays stay pristine, every run gets its own copies of them

@@ -35,7 +35,8 @@ class ProbeSettings:
     repeats: int = 5
     cache_bytes: int = 256 * 2**10  # a working set that stays in L2
     sorted_max: int = 4_000_000  # elements; sorting more costs seconds
-    slow: float = 0.02  # seconds; slower operations get fewer repeats per probe
+    threads_gain: float = 2.0  # all-thread over one-thread bandwidth (from the roofline)
+    slow: float = 0.02  # seconds; a probe of a slower operation repeats each side 3 times
 
 
 @dataclass
@@ -85,8 +86,10 @@ def _time(fn, settings: ProbeSettings) -> Measurement:
 
 def _pair(base_fn, changed_fn, settings: ProbeSettings) -> tuple[Measurement, Measurement]:
     """The operation as it was and with one change, timed round-robin."""
+    # a warm-up call each: the first touch of fresh memory can take 20x a later one (the
+    # kernel handing out pages, transparent huge pages), and would pass for spread
     base, changed = measure_interleaved([base_fn, changed_fn], min_time=settings.min_time,
-                                        repeats=settings.repeats, warmup=False)
+                                        repeats=settings.repeats, warmup=True)
     return base, changed
 
 
@@ -139,6 +142,8 @@ def same_layout(a: np.ndarray, values) -> np.ndarray:
 
 def _elementwise(op: Op) -> bool:
     result = op.result_array
+    if op.gemm or getattr(op.func, "signature", None):  # matmul is a generalised ufunc
+        return False
     return (op.kind in ("ufunc", "function") and result is not None and result.ndim > 0
             and all(a.shape == result.shape for a in op.inputs if a.ndim > 0))
 
@@ -175,7 +180,7 @@ def probe_op(op: Op, settings: ProbeSettings, scratch: dict | None = None,
     """
     base = time_op(op, settings) if base is None else base
     if base.median > settings.slow:  # slow operations: fewer repeats of each change
-        settings = replace(settings, repeats=max(3, settings.repeats - 2))
+        settings = replace(settings, repeats=min(settings.repeats, 3))
     probes: list[Probe] = []
     result = op.result_array
     if op.kind == "index":
@@ -183,23 +188,34 @@ def probe_op(op: Op, settings: ProbeSettings, scratch: dict | None = None,
         return base, [probe] if probe is not None else []
     if result is None or result.size == 0:
         return base, probes
-    out = _try(_out_probe, op, base, settings)
+    out = _try(_out_probe, op, base, settings, scratch)
     buffer = None
     if out is not None:
         probes.append(out)
         buffer = out.buffer
     for make in (_cache_probe, _tiny_probe, _threads_probe):
+        if make is _threads_probe and _threads_cannot_help(probes, settings):
+            continue
         probe = _try(make, op, base, settings)
         if probe is not None:
             probes.append(probe)
-    compared = [_try(_constant_probe, op, settings, buffer, scratch)]
+    compared = [_try(make, op, settings, buffer, scratch)
+                for make in (_constant_probe, _sorted_probe)]
     compared += [_try(make, op, settings, buffer)
-                 for make in (_sorted_probe, _subnormal_probe, _contiguous_probe, _cast_probe)]
+                 for make in (_subnormal_probe, _contiguous_probe, _cast_probe)]
     for probe in compared:
         if probe is not None:
             probe.into_out = buffer is not None
             probes.append(probe)
     return base, probes
+
+
+def _threads_cannot_help(probes: list[Probe], settings: ProbeSettings) -> bool:
+    """A memory-bound operation on a machine where more threads move no more bytes than one
+    (its measured roofline): splitting it would measure nothing worth the time."""
+    cache = next((p for p in probes if p.name == "cache"), None)
+    memory_bound = cache is not None and cache.base.median >= 1.6 * cache.changed.median
+    return memory_bound and settings.threads_gain < 1.3
 
 
 def _try(make, *args):
@@ -222,11 +238,20 @@ def _compared(name: str, op: Op, args, kwargs, buffer, settings: ProbeSettings,
     return Probe(name, before, after, detail)
 
 
-def _out_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe | None:
+def _out_probe(op: Op, base: Measurement, settings: ProbeSettings,
+               scratch: dict | None = None) -> Probe | None:
     if not op.allocates or op.kind not in ("ufunc", "function"):
         return None
     result = op.result_array
-    buffer = np.empty_like(result)
+    # one buffer per shape and dtype for the whole statement: its first touch costs (0.7 s
+    # for 246 MB on a virtual machine), and no probe needs it again afterwards
+    scratch = {} if scratch is None else scratch
+    key = ("out", result.shape, result.dtype.str)
+    buffer = scratch.get(key)
+    if buffer is None or not result.flags.c_contiguous:
+        buffer = np.empty_like(result)
+        if result.flags.c_contiguous:
+            scratch[key] = buffer
     kwargs = {**op.kwargs, "out": buffer}
     op.func(*op.args, **kwargs)  # raises TypeError where there is no out=; also faults pages in
     before, changed = _pair(_call(op, op.args, op.kwargs), _call(op, op.args, kwargs), settings)
@@ -340,8 +365,9 @@ def _constant_probe(op: Op, settings: ProbeSettings, buffer: np.ndarray | None =
                      "every float input replaced by a constant (its median)")
 
 
-def _sorted_probe(op: Op, settings: ProbeSettings,
-                  buffer: np.ndarray | None = None) -> Probe | None:
+def _sorted_probe(op: Op, settings: ProbeSettings, buffer: np.ndarray | None = None,
+                  scratch: dict | None = None) -> Probe | None:
+    scratch = {} if scratch is None else scratch
     result = op.result_array
     if not (_elementwise(op) and _float_inputs(op)) or result.size > settings.sorted_max:
         return None
@@ -351,7 +377,10 @@ def _sorted_probe(op: Op, settings: ProbeSettings,
         if a.dtype.kind != "f":
             return a
         if id(a) not in ordered:  # the same array twice stays one array
-            ordered[id(a)] = same_layout(a, np.sort(a, axis=None).reshape(a.shape))
+            key = ("sorted", id(a))  # and one sort per array for the whole statement
+            if key not in scratch:
+                scratch[key] = (a, same_layout(a, np.sort(a, axis=None).reshape(a.shape)))
+            ordered[id(a)] = scratch[key][1]
         return ordered[id(a)]
 
     swapped = _replace_arrays(op, sort)
@@ -398,8 +427,14 @@ def _subnormal_probe(op: Op, settings: ProbeSettings,
         tiny = np.finfo(a.dtype).tiny
         return int(np.count_nonzero((a != 0) & (np.abs(a) < tiny)))
 
+    if not _elementwise(op):
+        return None
+    # a sample first: subnormals too rare to show in 65536 evenly spaced elements cannot
+    # cost a measurable share of the time
+    if not sum(count(a.reshape(-1)[:: max(1, a.size // 65536)]) for a in op.inputs):
+        return None
     found = sum(count(a) for a in op.inputs)
-    if not found or not _elementwise(op):
+    if not found:
         return None
 
     def flush(a):

@@ -1,0 +1,104 @@
+"""explain on programs: statements, cells, calls of the user's functions, matrix products and
+indexing. Each case is built so that its effect is large on any machine (a random boolean mask
+against a sorted one is 5-10x; a 1000 x 1000 matmul is compute-bound everywhere); none skips."""
+
+import os
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+from chokepoint.explain import explain
+from chokepoint.measure.roofline import roofline
+
+N = 4_000_000
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
+
+
+@pytest.fixture(scope="module")
+def roof():
+    return roofline()
+
+
+def run(statement, setup, roof):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return explain(statement, setup, roof=roof)
+
+
+def kinds(e):
+    return {f.kind for f in e.findings}
+
+
+def honest(e):
+    """The rules every explanation keeps."""
+    assert sum(f.share for f in e.findings) <= 1 + 1e-9
+    assert all(f.share >= 0.01 for f in e.findings)
+    assert all(f.share < 0.01 for f in e.minor)
+
+
+def test_mask_assignment_is_data_dependent_labelled_as_written_and_rewritten(roof):
+    e = run("G[X <= 0] = 0", f"X = np.random.randn({N}); G = np.random.randn({N})", roof)
+    honest(e)
+    assert "data-dependent" in kinds(e)
+    assign = next(op for op in e.ops if op["name"].endswith("= 0"))
+    assert re.fullmatch(r"G\[t\d+\] = 0", assign["name"])
+    assert assign["source"] == "<statement>:1"
+    dependent = next(f for f in e.findings if f.kind == "data-dependent")
+    assert "mask sorted" in dependent.evidence
+    rewrite = e.line_rewrites[0]
+    assert rewrite["statement"] == "chokepoint.relu_backward(G, X, out=G)"
+    assert rewrite["speedup"] > 1
+    assert dependent.suggestion.startswith("chokepoint.relu_backward(G, X, out=G)")
+
+
+def test_boolean_compress_is_data_dependent(roof):
+    e = run("X[X > 0]", f"X = np.random.randn({N})", roof)
+    honest(e)
+    assert "data-dependent" in kinds(e)
+    assert any(re.fullmatch(r"t\d+ = X\[t\d+\]", op["name"]) for op in e.ops)
+
+
+@pytest.mark.parametrize("statement", ["a + b", "a * b",
+                                       "np.sin(a) + np.log(b) * np.sqrt(c)"])
+def test_plain_arithmetic_is_never_data_dependent(roof, statement):
+    setup = (f"a = np.random.rand({N}); b = np.random.rand({N}) + 0.5; "
+             f"c = np.random.rand({N})")
+    e = run(statement, setup, roof)
+    honest(e)
+    for f in e.findings + e.minor:
+        if f.kind == "data-dependent":
+            assert "np.add" not in f.evidence and "np.multiply" not in f.evidence, f.evidence
+
+
+def test_matmul_is_compute_bound_against_the_gemm_ceiling(roof):
+    e = run("A @ B", "A = np.random.randn(1000, 1000); B = np.random.randn(1000, 1000)", roof)
+    honest(e)
+    assert e.findings[0].kind == "compute-bound"
+    assert "matmul ceiling" in e.findings[0].evidence
+    assert e.ops[0]["flops"] == 2 * 1000**3
+    assert e.floor["bound"] == "compute"
+    assert e.floor_s == pytest.approx(2e9 / roof.gemm_ceiling("float64"))
+    assert "memory-bound" not in kinds(e)
+
+
+def test_a_training_step_is_explained_line_by_line(roof):
+    setup = (f"import sys; sys.path.insert(0, {EXAMPLES!r}); from two_layer_net import *; "
+             "X, y, W1, b1, W2, b2 = data(2000)")
+    e = run("step(X, y, W1, b1, W2, b2)", setup, roof)
+    honest(e)
+    slowest = max(e.ops, key=lambda op: op["time_s"])
+    assert slowest["flops"] > 1e9 and slowest["cause"] == "compute-bound"
+    first = e.findings[0]
+    assert first.kind == "compute-bound" and "dot(" in first.evidence
+    assert e.floor["compute_s"] > e.floor["memory_s"]
+    # the mask assignment: labelled as written, on its line, probed
+    assign = next(op for op in e.ops if re.fullmatch(r"dhidden\[t\d+\] = 0", op["name"]))
+    assert assign["source"].endswith("two_layer_net.py:38")
+    assert assign["cause"] == "data-dependent"
+    line = next(line for line in e.lines if line["source"] == assign["source"])
+    assert line["code"] == "dhidden[hidden <= 0] = 0"
+    assert sum(line["share"] for line in e.lines) <= 1 + 1e-9
+    data = e.to_dict()
+    assert all("source" in op and "flops" in op for op in data["ops"])

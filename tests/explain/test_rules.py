@@ -1,0 +1,126 @@
+"""explain's rules on made-up evidence: numbers in, findings out, no timing."""
+
+import numpy as np
+
+from chokepoint.explain.findings import (
+    MINOR,
+    Ledger,
+    OpEvidence,
+    compute_rule,
+    data_dependent_rule,
+    derive_findings,
+    memory_rule,
+)
+from chokepoint.explain.model import Model
+from chokepoint.explain.probes import Probe
+from chokepoint.measure.timer import Measurement
+
+MS = 1e-3
+
+
+def probe(name, base_ms, changed_ms, spread=0.01, detail="made up"):
+    """A probe whose repeats sit within +-spread of their medians."""
+    def times(ms):
+        return [ms * MS * (1 + d) for d in (-spread, 0.0, spread)]
+
+    return Probe(name, Measurement(times(base_ms), 1), Measurement(times(changed_ms), 1),
+                 detail)
+
+
+def op(label, ms, probes=(), nbytes=64_000_000, **kw):
+    return OpEvidence(label=label, seconds=ms * MS, in_bytes=nbytes // 2,
+                      out_bytes=nbytes // 2, allocates=True, produces_result=False,
+                      probes={p.name: p for p in probes}, **kw)
+
+
+def model(**kw):
+    values = dict(bytes_moved=64_000_000, bytes_min=64_000_000, bytes_inputs=32_000_000,
+                  result_bytes=32_000_000, result_bytes_min=32_000_000, narrow_dtype=None,
+                  passes=1, temporaries=0)
+    return Model(**{**values, **kw})
+
+
+def kinds(found):
+    return {f.kind: f.share for f in found}
+
+
+def test_each_millisecond_is_attributed_once(roof):
+    ops = [op("a", 10, [probe("out", 10, 6), probe("constant", 10, 4),
+                        probe("cache", 1.0, 0.2)]),
+           op("b", 10, [probe("cache", 1.0, 0.2)])]
+    found, _ruled, _minor, main = derive_findings(ops, model(), 20 * MS, roof, rewrite=None,
+                                                peak_extra=None)
+    shares = kinds(found)
+    # a: 4 ms of page faults, then 6 ms of the values; b: all memory-bound
+    assert abs(shares["temporaries"] - 0.2) < 1e-9
+    assert abs(shares["data-dependent"] - 0.3) < 1e-9
+    assert abs(shares["memory-bound"] - 0.5) < 1e-9
+    assert sum(shares.values()) <= 1 + 1e-9
+    assert main == ["data-dependent", "memory-bound"]
+
+
+def test_shares_never_exceed_the_whole_when_operations_add_up_to_more(roof):
+    ops = [op("a", 30, [probe("cache", 1.0, 0.2)])]
+    found, *_ = derive_findings(ops, model(), 10 * MS, roof, rewrite=None, peak_extra=None)
+    assert sum(f.share for f in found) <= 1 + 1e-9
+
+
+def test_an_effect_within_the_spread_is_ruled_out(roof):
+    ops = [op("a", 10, [probe("constant", 10, 9.5, spread=0.1)])]
+    cause = data_dependent_rule(ops, Ledger(ops), model(), roof)
+    assert not cause.seconds and len(cause.ruled) == 1
+
+
+def test_small_effects_are_minor_not_findings(roof):
+    ops = [op("a", 100, [probe("cache", 1.0, 0.2)]),
+           op("b", 0.5, [probe("out", 0.5, 0.1)])]  # confirmed, but 0.4 ms of 100.5
+    found, _, minor, _ = derive_findings(ops, model(), 100 * MS, roof, rewrite=None,
+                                         peak_extra=None)
+    assert all(f.share >= MINOR for f in found)
+    assert [f.kind for f in minor] == ["temporaries"]
+
+
+def test_a_matrix_product_is_judged_against_the_gemm_ceiling(roof):
+    # conftest's roofline: float32 matmul 100 GFLOP/s, 20 GB/s
+    gemm = op("X.dot(W)", 500, flops=40_000_000_000, gemm=True, dtype="float32",
+              nbytes=130_000_000)
+    cause = compute_rule([gemm], Ledger([gemm]), model(), roof)
+    assert cause.seconds == {0: 0.5}
+    fact = cause.facts[0]
+    assert fact["rate"] == 80e9 and fact["ceiling"] == 100e9
+    found, *_ = derive_findings([gemm], model(), 0.5, roof, rewrite=None, peak_extra=None)
+    assert found[0].kind == "compute-bound" and "80.0 GFLOP/s, 80% of the 100.0" in \
+        found[0].evidence
+
+
+def test_a_thin_product_below_the_balance_is_memory_bound(roof):
+    thin = op("H.dot(w)", 5, flops=10_000_000, gemm=True, dtype="float64",
+              nbytes=80_000_000)
+    ledger = Ledger([thin])
+    assert not compute_rule([thin], ledger, model(), roof).seconds
+    assert memory_rule([thin], ledger, model(), roof).seconds == {0: 0.005}
+
+
+def test_extra_passes_and_wide_output_come_out_of_the_memory_time(roof):
+    ops = [op("clip", 10, [probe("cache", 1.0, 0.2)]), op("ceil", 10, [probe("cache", 1.0, 0.2)])]
+    m = model(bytes_moved=128_000_000, passes=2, result_bytes_min=4_000_000,
+              narrow_dtype=np.dtype(bool))
+    found, *_ = derive_findings(ops, m, 20 * MS, roof, rewrite=None, peak_extra=None)
+    shares = kinds(found)
+    assert {"extra-passes", "wide-output", "memory-bound"} <= set(shares)
+    assert abs(sum(shares.values()) - 1.0) < 1e-9  # all 20 ms, each once
+    # 64 MB beyond one pass, 28 MB too wide, at the 6.4 GB/s the operations reached
+    assert abs(shares["extra-passes"] - 0.5) < 1e-9
+    assert abs(shares["wide-output"] - 28 / 128) < 1e-9
+
+
+def test_words_name_the_operations_and_the_numbers(roof):
+    ops = [op("G[t1] = 0", 20, [probe("sorted", 20, 2, detail="float inputs sorted")],
+              source="net.py:38")]
+    rewrites = [{"source": "net.py:38", "statement": "chokepoint.relu_backward(G, X, out=G)",
+                 "speedup": 4.0, "replaces": "G[X <= 0] = 0"}]
+    found, *_ = derive_findings(ops, model(), 20 * MS, roof, rewrite=None, peak_extra=None,
+                                line_rewrites=rewrites)
+    f = next(f for f in found if f.kind == "data-dependent")
+    assert "G[t1] = 0: 20 ms on your data, 2 ms with sorted inputs" in f.evidence
+    assert f.suggestion.startswith("chokepoint.relu_backward(G, X, out=G) at net.py:38")
