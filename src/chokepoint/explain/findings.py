@@ -338,7 +338,10 @@ def derive_findings(
         if cause.facts:
             finding = Finding(cause.kind, share(seconds or 0.0),
                               words.evidence(cause, context), words.suggestion(cause, context))
-            (found if finding.share >= MINOR else minor).append(finding)
+            if finding.share >= MINOR:
+                found.append(finding)
+            elif finding.share > 0 or cause.kind == "temporaries":  # time, or memory, measured
+                minor.append(finding)
         for fact in cause.ruled:
             ruled.append(RuledOut(cause.kind, words.ruled_out(cause.kind, fact, context)))
     if model.temporaries and not any(f.kind == "temporaries" for f in found + minor) \
