@@ -58,3 +58,53 @@ def test_magics_write_the_files_they_are_asked_for(ip, cached_roof, tmp_path, ca
     assert ip.run_line_magic("explain", f"--min-time 0.01 --plot {chart} A * 2") is None
     assert b"<svg" in chart.read_bytes()[:500]
     assert "written to" in capsys.readouterr().out
+
+
+def test_line_magics_take_one_statement_as_written(ip, cached_roof):
+    # issue 13.7a: shlex ate the quotes, `(A >= 0).view('i1')` became `... .view(i1)`
+    ip.user_ns["A"] = np.linspace(-1, 1, 1000)
+    e = ip.run_line_magic("explain", "--min-time 0.01 (A >= 0).view('i1')")
+    assert e.statement == "(A >= 0).view('i1')"
+    r = ip.run_line_magic("race", "-s 'X = A' --min-time 0.001 --repeats 3 (X >= 0).view('i1')")
+    assert [(c.statement, c.error) for c in r.candidates] == [("(X >= 0).view('i1')", None)]
+    # options may follow the statement; one statement is one candidate, not one per word
+    r = ip.run_line_magic("race", "np.where(A > 0, 'a b', A) --min-time 0.001 --repeats 3")
+    assert [(c.statement, c.error) for c in r.candidates] == [("np.where(A > 0, 'a b', A)",
+                                                               None)]
+    # several statements are still shell words, quoted or not
+    r = ip.run_line_magic("race", "--min-time 0.001 --repeats 3 A +A")
+    assert [c.statement for c in r.candidates] == ["A", "+A"]
+    with pytest.raises(UsageError):
+        ip.run_line_magic("explain", "A --no-such-option")
+
+
+def test_line_splitting_rules():
+    from chokepoint.cli import add_explain_arguments, add_race_arguments
+    from chokepoint.magic import _as_written, _Parser
+
+    race, explain = _Parser(prog="%race"), _Parser(prog="%explain")
+    add_race_arguments(race)
+    add_explain_arguments(explain, statement=False)
+    assert _as_written("--setup='X = A' --min 0.01 X[::2] --json", race, several=True) == (
+        ["--setup=X = A", "--min", "0.01", "--json"], "X[::2]")
+    assert _as_written("-sX=1 -- -X", explain, several=False) == (["-sX=1"], "-X")
+    for line in ['"X + 1"', '"X + 1" "X * 2"', "A + 1 A * 2", "X = 1; X + 1", "--json", "-s",
+                 "X --min-time", "(X >= 0).view('i1"]:
+        assert _as_written(line, race, several=True) is None, line
+    assert _as_written("X +X", race, several=True) is None  # two candidates, as before
+    assert _as_written("X -X", race, several=True) == ([], "X -X")  # -X is no candidate
+    assert _as_written("X -X", explain, several=False) == ([], "X -X")
+
+
+def test_cell_magic_blank_lines_separate_multi_line_candidates(ip, cached_roof):
+    # issue 13.7b: each line of a multi-line candidate became a candidate of its own
+    ip.user_ns["A"] = np.linspace(-1, 1, 1000)
+    cell = ("Y = np.empty_like(A)\n"
+            "np.maximum(A, 0, out=Y)\n"
+            "\n"
+            "# the fused kernel\n"
+            "chokepoint.relu(A)\n")
+    result = ip.run_cell_magic("race", "--min-time 0.001 --repeats 3", cell)
+    assert [c.statement for c in result.candidates] == [
+        "Y = np.empty_like(A)\nnp.maximum(A, 0, out=Y)", "chokepoint.relu(A)"]
+    assert result.candidates[1].agrees is True

@@ -44,3 +44,36 @@ def test_mask_constructor_validates():
         PackedMask(np.zeros(3, np.uint8), (9,))
     with pytest.raises(ValueError, match="at_zero"):
         PackedMask(np.zeros(2, np.uint8), (9,), at_zero=3)
+
+
+def test_mask_is_immutable_and_checks_its_bits():
+    # issue 13.9: a mask changed after construction made relu_backward read uninitialised memory
+    _, mask = chokepoint.relu_with_mask(np.ones(8))
+    for name, value in [("shape", (1000,)), ("bits", np.zeros(125, np.uint8)), ("at_zero", 1)]:
+        with pytest.raises(AttributeError):
+            setattr(mask, name, value)
+    assert mask.shape == (8,) and mask.at_zero == 0
+    with pytest.raises(ValueError, match="read-only"):
+        mask.bits[0] = 0
+    # even a mask forced out of step (bypassing the properties) is refused, not read past its end
+    object.__setattr__(mask, "_shape", (1000,))
+    with pytest.raises(ValueError, match="bytes"):
+        chokepoint.relu_backward(np.ones(1000), mask)
+    with pytest.raises(ValueError, match="bytes"):
+        mask.unpack()
+
+
+def test_mask_leaves_the_callers_bits_writable():
+    bits = np.array([0b101], np.uint8)
+    mask = PackedMask(bits, (3,))
+    bits[0] = 0b111  # the caller's array is not frozen; the mask sees its bytes
+    assert bits.flags.writeable and not mask.bits.flags.writeable
+    assert chokepoint.relu_backward(np.ones(3), mask).tolist() == [1, 1, 1]
+    assert pickle.loads(pickle.dumps(mask)) == mask
+
+
+def test_read_only_bits_run_on_every_engine():  # the conftest runs it once per engine
+    x = np.random.default_rng(1).standard_normal(300_001)  # parallel and tail paths
+    _, mask = chokepoint.relu_with_mask(x)
+    got = chokepoint.relu_backward(np.ones_like(x), mask)
+    assert np.array_equal(got, (x > 0).astype(float))

@@ -137,3 +137,29 @@ def test_bad_arguments(roof):
         race(["1"], reference=3, roof=roof)
     with pytest.raises(TypeError, match="candidate"):
         race([42], roof=roof)
+
+
+def test_a_candidate_too_deep_to_compile_fails_alone(roof):
+    # issue 13.5: a MemoryError or RecursionError compiling one candidate stopped the race
+    r = race(["X", "-" * 100000 + "X", "-" * 1000 + "X", "X + 1"], "X = np.ones(10)",
+             roof=roof, **FAST)
+    assert r.interrupted is None
+    assert [c.error is None for c in r.candidates] == [True, False, False, True]
+    assert all("too deeply nested" in c.error for c in r.candidates[1:3])
+    assert r.candidates[3].median_s > 0
+
+
+@pytest.mark.parametrize("code", ["raise SystemExit(3)", "import sys; sys.exit()",
+                                  "raise MemoryError", "raise RecursionError('deep')"])
+def test_a_candidate_raising_exit_or_memory_error_fails_alone(roof, code):
+    # issue 13.5: SystemExit escaped race (results lost); a MemoryError stopped it
+    def deep(X):
+        return deep(X)
+
+    r = race(["X", code, deep, "X + 1"], "X = np.ones(10)", roof=roof, **FAST)
+    assert r.interrupted is None
+    assert [c.error is None for c in r.candidates] == [True, False, False, True]
+    assert r.candidates[1].error.split(":")[0] in {
+        "SystemExit", "MemoryError", "RecursionError"}
+    assert r.candidates[2].error.startswith("RecursionError")
+    assert r.candidates[3].median_s > 0 and r.candidates[3].agrees is False

@@ -124,3 +124,10 @@ def test_race_never_changes_arrays_reached_through_containers_or_attributes():
     assert all(c.error is None for c in r.candidates)
     assert np.array_equal(A, before) and D["X"] is A
     assert np.array_equal(b.arr, before_b)
+
+
+@pytest.mark.parametrize("source", ["-" * 1000 + "X", "X" + ".T" * 1000, "X" + "+X" * 1000])
+def test_too_deep_for_the_ast_compiler_is_a_syntax_error(source):
+    # these parse, but compiling their tree recursed past the limit (a RecursionError)
+    with pytest.raises(SyntaxError, match="too deeply nested"):
+        Statement.parse(source).function({"X": 1})

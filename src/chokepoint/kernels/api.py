@@ -361,10 +361,11 @@ def _relu_backward_from_mask(grad, mask: PackedMask, at_zero, out) -> np.ndarray
     _check_dtype(func, "grad", grad, integers=True)
     if grad.shape != mask.shape:
         raise ValueError(f"{func}: grad has shape {grad.shape} but the mask has {mask.shape}")
+    bits = mask.checked_bits(func)  # before reading prod(shape) bits unchecked
     result = _result(func, out, grad.shape, grad.dtype, [grad])
     (flat_g,), flat_out, finish = flat_operands([grad], result, c_only=True)
     zero = _params(grad.dtype)[0]
-    _engine_for(grad.dtype).mask_backward(flat_g, mask.bits, flat_out, zero)
+    _engine_for(grad.dtype).mask_backward(flat_g, bits, flat_out, zero)
     finish()
     return result
 

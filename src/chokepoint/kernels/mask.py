@@ -35,7 +35,7 @@ class PackedMask:
         The derivative's value that was recorded at ``x == 0``.
     """
 
-    __slots__ = ("at_zero", "bits", "shape")
+    __slots__ = ("_at_zero", "_bits", "_shape")
     #: masks go with NumPy arrays, torch tensors and (with CuPy bits) CuPy arrays
     library = "any"
 
@@ -51,9 +51,53 @@ class PackedMask:
             )
         if at_zero not in (0, 1):
             raise ValueError(f"at_zero must be 0 or 1, got {at_zero!r}")
-        self.bits = bits if bits.flags.c_contiguous else _module(bits).ascontiguousarray(bits)
-        self.shape = shape
-        self.at_zero = int(at_zero)
+        bits = bits if bits.flags.c_contiguous else _module(bits).ascontiguousarray(bits)
+        if isinstance(bits, np.ndarray):
+            # a read-only view: the caller's own array keeps its flags
+            bits = bits.view()
+            bits.flags.writeable = False
+        # immutable: the kernels read prod(shape) bits, so bits and shape must stay in step
+        object.__setattr__(self, "_bits", bits)
+        object.__setattr__(self, "_shape", shape)
+        object.__setattr__(self, "_at_zero", int(at_zero))
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"PackedMask is immutable; cannot set {name!r}")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"PackedMask is immutable; cannot delete {name!r}")
+
+    def __reduce__(self):
+        return type(self), (self._bits, self._shape, self._at_zero)
+
+    @property
+    def bits(self):
+        """The packed bits (read-only for NumPy bits)."""
+        return self._bits
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of the array the mask describes."""
+        return self._shape
+
+    @property
+    def at_zero(self) -> int:
+        """The derivative's value recorded at ``x == 0``: 0 or 1."""
+        return self._at_zero
+
+    def checked_bits(self, func: str = "relu_backward"):
+        """:attr:`bits`, after checking they hold a bit for every element of :attr:`shape`.
+
+        The kernels read ``prod(shape)`` bits without bounds checks; a mask whose bits are
+        too short for its shape (which the constructor refuses) would read past them.
+        """
+        bits = self._bits
+        expected = (math.prod(self._shape) + 7) // 8
+        if (bits.ndim != 1 or bits.dtype != np.uint8 or bits.shape[0] != expected
+                or not bits.flags.c_contiguous):
+            raise ValueError(f"{func}: the mask's bits hold {bits.size} bytes (dtype "
+                             f"{bits.dtype}) but its shape {self._shape} needs {expected}")
+        return bits
 
     @property
     def size(self) -> int:
@@ -77,8 +121,8 @@ class PackedMask:
         -------
         numpy.ndarray
         """
-        xp = _module(self.bits)
-        flat = xp.unpackbits(self.bits, bitorder="little")[: self.size]
+        bits = self.checked_bits("PackedMask.unpack")
+        flat = _module(bits).unpackbits(bits, bitorder="little")[: self.size]
         return flat.reshape(self.shape).astype(dtype, copy=False)
 
     def __eq__(self, other: object) -> bool:
@@ -88,7 +132,7 @@ class PackedMask:
                 and _module(self.bits) is _module(other.bits)
                 and bool(_module(self.bits).array_equal(self.bits, other.bits)))
 
-    __hash__ = None  # mutable contents
+    __hash__ = None  # bits may be shared with a writable array, so no stable hash
 
     def __repr__(self) -> str:
         return f"PackedMask(shape={self.shape}, nbytes={self.nbytes}, at_zero={self.at_zero})"

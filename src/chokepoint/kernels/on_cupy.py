@@ -176,8 +176,9 @@ def relu_backward(grad, x_or_mask, *, at_zero: int | None = None, out=None):
         if grad.shape != mask.shape:
             raise ValueError(f"relu_backward: grad has shape {grad.shape} but the mask has "
                              f"{mask.shape}")
+        bits = mask.checked_bits("relu_backward")
         y = _output("relu_backward", out, grad.shape, grad.dtype)
-        _mask_backward_kernel()(grad, mask.bits, _constants("relu", grad.dtype)[0], y)
+        _mask_backward_kernel()(grad, bits, _constants("relu", grad.dtype)[0], y)
         return y
     op = "relu_backward_at_zero" if at_zero else "relu_backward"
     if grad.shape != x_or_mask.shape:

@@ -144,7 +144,9 @@ class RaceResult:
     setup : str
         The setup, for reports.
     interrupted : str or None
-        Why the race ended early (Ctrl-C, MemoryError), if it did.
+        Why the race ended early (Ctrl-C), if it did. A candidate that raises (any
+        exception, MemoryError, RecursionError and SystemExit included) fails on its own,
+        with its ``error``; the others still run.
     """
 
     reference: str
@@ -395,10 +397,9 @@ def race(
             except KeyboardInterrupt:
                 interrupted = "interrupted (Ctrl-C)"
                 break
-            except MemoryError as exc:
-                interrupted = f"stopped: {_error(exc)}"
-                break
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:
+                # one candidate's failure is its own: a MemoryError or RecursionError (of its
+                # code or its compilation) or a sys.exit() in it leaves the others to run
                 res, value = CandidateResult(candidate.label, error=_error(exc)), None
             results.append(res)
             values.append(value)

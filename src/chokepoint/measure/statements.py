@@ -97,22 +97,22 @@ class Statement:
         while lines and not lines[-1].strip():
             lines.pop()
         text = textwrap.dedent("\n".join(line.rstrip() for line in lines))
-        try:
+        with _nesting_guard(text):
             tree = ast.parse(text, filename=filename, mode="exec")
-        except (MemoryError, RecursionError) as exc:
-            raise SyntaxError(f"the statement is too deeply nested for Python's compiler "
-                              f"({type(exc).__name__}); {len(text)} characters") from None
         if not tree.body:
             raise ValueError("empty statement: give code to run (it is only whitespace or "
                              "comments)")
-        if first_line != 1:
-            ast.increment_lineno(tree, first_line - 1)
-        if len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr):
-            mode = "eval"
-            code = compile(ast.Expression(tree.body[0].value), filename, "eval")
-        else:
-            mode = "exec"
-            code = compile(tree, filename, "exec")
+        # compiling the tree (not the text) walks it recursively: a statement the parser took
+        # can still be too deep for that (1000 unary minuses)
+        with _nesting_guard(text):
+            if first_line != 1:
+                ast.increment_lineno(tree, first_line - 1)
+            if len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr):
+                mode = "eval"
+                code = compile(ast.Expression(tree.body[0].value), filename, "eval")
+            else:
+                mode = "exec"
+                code = compile(tree, filename, "exec")
         return cls(text, mode, code, _names_in(tree), filename, first_line, tree)
 
     @property
@@ -133,20 +133,10 @@ class Statement:
         """A no-argument function running the statement with ``namespace`` as its globals and
         returning its value, as :mod:`timeit` compiles its statement (names it assigns are the
         function's locals; the namespace is not changed)."""
-        body = [copy.deepcopy(node) for node in self.tree.body]
-        last = body[-1]
-        if isinstance(last, ast.Expr):
-            body[-1] = ast.copy_location(ast.Return(last.value), last)
-        else:
-            body.append(ast.copy_location(ast.Return(ast.Constant(None)), last))
-        fdef = ast.FunctionDef(name=_FUNCTION_NAME, args=ast.arguments(
-            posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
-            body=body, decorator_list=[], returns=None,
-            **({"type_params": []} if sys.version_info >= (3, 12) else {}))
-        ast.copy_location(fdef, self.tree.body[0])
-        module = ast.fix_missing_locations(ast.Module(body=[fdef], type_ignores=[]))
+        with _nesting_guard(self.source):
+            code = compile(_function_module(self.tree), self.filename, "exec")
         scope: dict = {}
-        exec(compile(module, self.filename, "exec"), namespace, scope)
+        exec(code, namespace, scope)
         return scope[_FUNCTION_NAME]
 
     def run(self, namespace: dict) -> object:
@@ -155,15 +145,44 @@ class Statement:
             return eval(self.code, namespace)
         body = self.tree.body
         if isinstance(body[-1], ast.Expr):
-            head = ast.Module(body=body[:-1], type_ignores=[])
-            exec(compile(head, self.filename, "exec"), namespace)
-            return eval(compile(ast.Expression(body[-1].value), self.filename, "eval"),
-                        namespace)
+            with _nesting_guard(self.source):
+                head = compile(ast.Module(body=body[:-1], type_ignores=[]), self.filename,
+                               "exec")
+                tail = compile(ast.Expression(body[-1].value), self.filename, "eval")
+            exec(head, namespace)
+            return eval(tail, namespace)
         exec(self.code, namespace)
         return None
 
     def __str__(self) -> str:
         return self.source
+
+
+@contextlib.contextmanager
+def _nesting_guard(text: str) -> Iterator[None]:
+    """A MemoryError or RecursionError of Python's parser or compiler as a SyntaxError."""
+    try:
+        yield
+    except (MemoryError, RecursionError) as exc:
+        raise SyntaxError(f"the statement is too deeply nested for Python's compiler "
+                          f"({type(exc).__name__}); {len(text)} characters") from None
+
+
+def _function_module(tree: ast.Module) -> ast.Module:
+    """A module defining a no-argument function whose body is ``tree``'s, returning the value
+    of a final expression (else None); ``tree`` is not changed."""
+    body = [copy.deepcopy(node) for node in tree.body]
+    last = body[-1]
+    if isinstance(last, ast.Expr):
+        body[-1] = ast.copy_location(ast.Return(last.value), last)
+    else:
+        body.append(ast.copy_location(ast.Return(ast.Constant(None)), last))
+    fdef = ast.FunctionDef(name=_FUNCTION_NAME, args=ast.arguments(
+        posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+        body=body, decorator_list=[], returns=None,
+        **({"type_params": []} if sys.version_info >= (3, 12) else {}))
+    ast.copy_location(fdef, tree.body[0])
+    return ast.fix_missing_locations(ast.Module(body=[fdef], type_ignores=[]))
 
 
 def _names_in(tree: ast.AST) -> tuple[str, ...]:
