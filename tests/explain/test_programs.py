@@ -6,7 +6,6 @@ import os
 import re
 import warnings
 
-import numpy as np
 import pytest
 
 from chokepoint.explain import explain
