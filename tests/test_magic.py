@@ -45,6 +45,9 @@ def test_explain_line_and_cell_magic(ip, cached_roof):
     assert e.rewrite["statement"] == "chokepoint.relu_grad(A, dtype=np.float64)"
     cell = ip.run_cell_magic("explain", "--min-time 0.01", "A * 2\n")
     assert cell.statement == "A * 2"
+    program = ip.run_cell_magic("explain", "--min-time 0.01", "B = A * 2\nB[A <= 0] = 0\n")
+    assert [line["source"] for line in program.lines] == ["<cell>:1", "<cell>:2"]
+    assert [line["code"] for line in program.lines] == ["B = A * 2", "B[A <= 0] = 0"]
     with pytest.raises(UsageError, match="raised"):
         ip.run_line_magic("explain", "undefined_name + 1")
 

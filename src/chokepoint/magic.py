@@ -261,10 +261,12 @@ class ChokepointMagics(Magics):
 
     @line_cell_magic
     def explain(self, line: str, cell: str | None = None):
-        """Explain where an expression's time goes: ``%explain -s SETUP EXPR``; as a cell
-        magic the cell is the expression (see ``--help``). A statement after the options is
-        taken as written: ``%explain (A >= 0).view('i1')`` needs no outer quotes."""
+        """Explain where the time of code goes: ``%explain -s SETUP EXPR``; as a cell magic
+        the whole cell is explained, line by line (its lines are reported as ``<cell>:N``;
+        see ``--help``). A statement after the options is taken as written:
+        ``%explain (A >= 0).view('i1')`` needs no outer quotes."""
         from .explain import ExplainError
+        from .measure.statements import Statement
 
         parser = _Parser(prog="%explain" if cell is None else "%%explain",
                          description="Where an expression's time goes (chokepoint explain).")
@@ -277,9 +279,13 @@ class ChokepointMagics(Magics):
             args, rest = parser.parse_known_args(shlex.split(line))
             statement = cell.strip() if cell is not None else " ".join(rest).strip()
         if not statement:
-            raise UsageError("%explain: give an expression to explain")
+            raise UsageError("%explain: give code to explain")
         try:
+            if cell is not None:
+                statement = Statement.parse(cell, filename="<cell>")
             explanation = run_explain(args, statement, namespace=self.shell.user_ns)
+        except (SyntaxError, ValueError) as exc:
+            raise UsageError(f"%%explain: the cell does not parse: {exc}") from exc
         except ExplainError as exc:
             raise UsageError(str(exc)) from exc
         return _show(explanation, args)

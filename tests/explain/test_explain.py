@@ -29,12 +29,6 @@ def kinds(e):
     return {f.kind for f in e.findings}
 
 
-def found_or_skip(e, kind):
-    if kind not in kinds(e):
-        evidence = [r.evidence for r in e.ruled_out if r.kind == kind]
-        pytest.skip(f"{kind} does not reproduce here: {evidence or kinds(e)}")
-
-
 def test_origin_statement(roof):
     # 64 MB arrays: above glibc's largest mmap threshold (32 MB), so every fresh array is
     # fresh pages, as on the origin workload (246 MB)
@@ -93,7 +87,7 @@ def test_in_place_add_has_no_allocation_finding(roof):
 def test_fresh_result_costs_page_faults(roof):
     # 64 MB: above glibc's largest mmap threshold (32 MB), so each result is fresh pages
     e = run("X + 1.0", f"X = np.random.randn({2 * N})", roof)
-    found_or_skip(e, "allocation")
+    assert "allocation" in kinds(e)
 
 
 def test_compute_bound(roof):
@@ -110,12 +104,16 @@ def test_wide_output_and_extra_passes(roof):
 
 def test_subnormals_are_data_dependent(roof):
     e = run("X * 0.5", f"X = np.full({N // 4}, 1e-310)", roof)
-    found_or_skip(e, "data-dependent")
+    # slow on most x86 cores, free on some (AMD Zen): measured either way, never skipped
+    measured = [f.evidence for f in e.findings if f.kind == "data-dependent"] + [
+        r.evidence for r in e.ruled_out if r.kind == "data-dependent"]
+    assert any("subnormals flushed" in text for text in measured)
 
 
 def test_strided_access(roof):
     e = run("X[:, ::16] * 2.0", f"X = np.random.randn(2000, {16 * 500})", roof)
-    found_or_skip(e, "strided-access")
+    assert "strided-access" in kinds(e)
+    assert "data-dependent" not in kinds(e)  # the stand-in values keep the strides
     assert "strided-access" not in kinds(run("Y * 2.0", "Y = np.random.randn(2000, 500)", roof))
 
 
@@ -136,12 +134,16 @@ def test_overhead_of_small_arrays(roof):
 
 
 def test_single_threaded_numpy_on_a_multicore_machine(roof):
-    if (roof.machine.get("threads") or 1) < 2 or roof.read_bw < 1.3 * roof.read_bw_1t:
-        pytest.skip(f"one thread already reads {roof.read_bw_1t / 1e9:.1f} of "
-                    f"{roof.read_bw / 1e9:.1f} GB/s here")
-    # mostly reads (8 B in, 1 B out): held to one thread's read bandwidth
-    e = run("X > 0.5", f"X = np.random.randn({2 * N})", roof)
-    found_or_skip(e, "single-threaded")
+    import os
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: there is no other thread to split the work with")
+    # compute-bound (as slow in cache): NumPy's one thread against the op split over cores
+    e = run("np.arctan2(X, Y)", f"X = np.random.randn({N // 2}); Y = np.random.randn({N // 2})",
+            roof)
+    assert "single-threaded" in kinds(e)
+    evidence = next(f.evidence for f in e.findings if f.kind == "single-threaded")
+    assert "np.arctan2(X, Y)" in evidence and "split across threads" in evidence
 
 
 def test_mutation_warns_and_user_arrays_untouched(roof):
