@@ -161,6 +161,11 @@ def test_errors_are_clear(roof):
         explain("y = (1", roof=roof)
     with pytest.raises(ExplainError, match="NameError"):
         explain("y = undefined_name + 1", roof=roof)
+    # sys.exit() in the code or the setup is the code's error, not the caller's exit
+    with pytest.raises(ExplainError, match="SystemExit"):
+        explain("sys.exit(3)", "import sys", roof=roof)
+    with pytest.raises(ExplainError, match="SystemExit"):
+        explain("1 + 1", "import sys; sys.exit(4)", roof=roof)
 
 
 def test_report_text(roof):

@@ -332,12 +332,14 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
     stmt = _parse(statement)
     _remember_source(stmt)
     roof = roofline() if roof is None else roof
-    settings = probe_settings or ProbeSettings(
-        threads_gain=roof.read_bw / roof.read_bw_1t if roof.read_bw_1t else 1.0)
+    settings = probe_settings or ProbeSettings()
     warned: list[str] = []
 
     # setup runs once; its arrays stay pristine, every run gets its own copies of them
-    base = run_setup(setup, None, namespace, [stmt.source])
+    try:
+        base = run_setup(setup, None, namespace, [stmt.source])
+    except SystemExit as exc:
+        raise ExplainError(f"the setup raised SystemExit: {exc}") from exc
     pristine = _statement_inputs(stmt, base)
 
     def fresh() -> dict:
@@ -348,7 +350,7 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
     fn = stmt.function(ns)
     try:
         fn()
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() in the code must not end the caller
         raise ExplainError(f"the statement raised {type(exc).__name__}: {exc}") from exc
     changed = mutated(pristine, ns)
     if changed:

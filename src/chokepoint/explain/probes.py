@@ -35,7 +35,6 @@ class ProbeSettings:
     repeats: int = 5
     cache_bytes: int = 256 * 2**10  # a working set that stays in L2
     sorted_max: int = 4_000_000  # elements; sorting more costs seconds
-    threads_gain: float = 2.0  # all-thread over one-thread bandwidth (from the roofline)
     slow: float = 0.02  # seconds; a probe of a slower operation repeats each side 3 times
 
 
@@ -194,8 +193,6 @@ def probe_op(op: Op, settings: ProbeSettings, scratch: dict | None = None,
         probes.append(out)
         buffer = out.buffer
     for make in (_cache_probe, _tiny_probe, _threads_probe):
-        if make is _threads_probe and _threads_cannot_help(probes, settings):
-            continue
         probe = _try(make, op, base, settings)
         if probe is not None:
             probes.append(probe)
@@ -208,14 +205,6 @@ def probe_op(op: Op, settings: ProbeSettings, scratch: dict | None = None,
             probe.into_out = buffer is not None
             probes.append(probe)
     return base, probes
-
-
-def _threads_cannot_help(probes: list[Probe], settings: ProbeSettings) -> bool:
-    """A memory-bound operation on a machine where more threads move no more bytes than one
-    (its measured roofline): splitting it would measure nothing worth the time."""
-    cache = next((p for p in probes if p.name == "cache"), None)
-    memory_bound = cache is not None and cache.base.median >= 1.6 * cache.changed.median
-    return memory_bound and settings.threads_gain < 1.3
 
 
 def _try(make, *args):
