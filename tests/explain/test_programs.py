@@ -101,3 +101,12 @@ def test_a_training_step_is_explained_line_by_line(roof):
     assert sum(line["share"] for line in e.lines) <= 1 + 1e-9
     data = e.to_dict()
     assert all("source" in op and "flops" in op for op in data["ops"])
+
+
+def test_an_elementwise_chain_is_rewritten_to_the_fused_kernel(roof):
+    e = run("a * b + 1", f"a = np.random.rand({N}); b = np.random.rand({N})", roof)
+    honest(e)
+    assert e.rewrite["statement"] == "chokepoint.fuse('a * b + 1')(a=a, b=b)"
+    assert e.rewrite["fused"] and e.rewrite["max_ulp"] == 0 and e.rewrite["speedup"] > 1
+    assert "chokepoint.fuse('a * b + 1')" in next(
+        f.suggestion for f in e.findings if f.kind == "extra-passes")

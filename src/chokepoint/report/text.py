@@ -174,8 +174,8 @@ def explanation_text(e, width: int = 120) -> str:
         note = f" ({escape_markup(r['note'])})" if r.get("note") else ""
         console.print(f"rewrite: {escape_markup(r['statement'])} — predicted "
                       f"{format_seconds(r['predicted_s'])}, measured "
-                      f"{format_seconds(r['measured_s'])}: {r['speedup']:.1f}x faster, same "
-                      f"values{note}")
+                      f"{format_seconds(r['measured_s'])}: {r['speedup']:.1f}x faster, "
+                      f"{escape_markup(r.get('values', 'same values'))}{note}")
         if r.get("narrow"):
             n = r["narrow"]
             console.print(f"         {escape_markup(n['statement'])} (uint8, same values) — "
