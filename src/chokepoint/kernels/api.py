@@ -30,6 +30,7 @@ Semantics are PyTorch CPU's:
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -220,6 +221,83 @@ def run(kernel: Kernel, arrays: tuple, out, *values):
     return _binary(op, kernel.name, arrays[0], arrays[1], out, values=constants)
 
 
+# ---------------------------------------------------------------------------------- fast path
+
+_NATIVE = {np.dtype(np.float32), np.dtype(np.float64)}
+#: (kernel name, dtype, parameter values) -> (serial kernel, constants); filled on first use
+_FAST: dict[tuple, tuple] = {}
+
+
+def _fast_entry(kernel: Kernel | str, dtype: np.dtype, values: tuple):
+    name = kernel if isinstance(kernel, str) else kernel.name
+    key = (name, dtype, values)
+    try:
+        entry = _FAST.get(key)
+    except TypeError:  # an unhashable parameter (an array): the full path says what is wrong
+        return None
+    if entry is None:
+        try:
+            op, constants = (kernel, {}) if isinstance(kernel, str) else resolve(kernel, *values)
+        except (TypeError, ValueError):
+            return None  # the full path raises the message
+        from . import engine_numba
+
+        entry = _FAST[key] = (engine_numba.kernel_for(op, "serial"),
+                              _constants(op, dtype, constants))
+    return entry
+
+
+_numba_engine = None
+
+
+def _numba():
+    global _numba_engine
+    if _numba_engine is None:
+        from . import engine_numba
+
+        _numba_engine = engine_numba
+    return _numba_engine
+
+
+def fast(kernel: Kernel | str, arrays: tuple, out, values: tuple):
+    """The common call of a registry kernel (or of an op without parameters), cheaply.
+
+    Small contiguous native float32 or float64 NumPy arrays of one shape and dtype, ``out``
+    None or such an array (or an input itself), the numba engine: the serial kernel runs
+    directly. Returns None for any other call: the general path then validates and runs it (and
+    raises its errors). Nothing is checked less: what the fast path accepts is what the general
+    path would accept and run the same way (the serial kernel below ``PARALLEL_MIN``).
+    """
+    numba_engine = _numba()
+    x = arrays[-1]
+    dtype = x.dtype
+    if (dtype not in _NATIVE or x.size >= numba_engine.PARALLEL_MIN
+            or not x.flags.c_contiguous or engine() is not numba_engine):
+        return None
+    for a in arrays[:-1]:
+        if type(a) is not np.ndarray or a.dtype != dtype or a.shape != x.shape \
+                or not a.flags.c_contiguous:
+            return None
+    entry = _fast_entry(kernel, dtype, values)
+    if entry is None:
+        return None
+    if out is None:
+        out = np.empty(x.shape, dtype)
+    else:
+        if (out.dtype != dtype or out.shape != x.shape or not out.flags.c_contiguous
+                or not out.flags.writeable):
+            return None
+        for a in arrays:
+            if out is not a and np.may_share_memory(out, a):
+                return None  # a partial overlap: the general path computes it through a buffer
+    run_serial, constants = entry
+    if x.ndim == 1:
+        run_serial(*arrays, out, *constants)
+    else:
+        run_serial(*[a.reshape(-1) for a in arrays], out.reshape(-1), *constants)
+    return out
+
+
 # ------------------------------------------------------------------------ generated functions
 
 def _docstring(kernel: Kernel) -> str:
@@ -257,15 +335,36 @@ def _generate(kernel: Kernel):
     keyword = [f"{p.name}={p.default!r}" for p in kernel.params if p.keyword_only]
     signature = ", ".join([*arrays, *positional, "*", *keyword, "out=None"])
     values = "".join(f", {p.name}" for p in kernel.params)
-    source = (f"def {kernel.name}({signature}):\n"
-              f"    return _run(_kernel, ({', '.join(arrays)},), out{values})\n")
-    namespace = {"_run": run, "_kernel": kernel}
-    exec(compile(source, f"<chokepoint kernel {kernel.name}>", "exec"), namespace)
+    names = ", ".join(arrays)
+    params = ", ".join(p.name for p in kernel.params)
+    general = (f"def {kernel.name}({signature}):\n"
+               f"    return _run(_kernel, ({names},), out{values})\n")
+    # the public function: the fast path for plain NumPy arrays, else dispatch and the general
+    # path (one validation path: the fast one only takes calls the general one would run alike)
+    given = "".join(f"{p.name}={p.name}, " for p in kernel.params)
+    packed = f"({params}{',' if params else ''})"
+    plain = f"type({arrays[-1]}) is _ndarray and (out is None or type(out) is _ndarray)"
+    public = (f"def {kernel.name}({signature}):\n"
+              f"    if {plain}:\n"
+              f"        result = _fast(_kernel, ({names},), out, {packed})\n"
+              f"        if result is not None:\n"
+              f"            return result\n"
+              f"    return _general({names}, {given}out=out)\n")
+    namespace = {"_run": run, "_kernel": kernel, "_fast": fast, "_ndarray": np.ndarray}
+    exec(compile(general, f"<chokepoint kernel {kernel.name}>", "exec"), namespace)
     func = namespace[kernel.name]
     func.__module__ = __name__
     func.__qualname__ = kernel.name
     func.__doc__ = _docstring(kernel)
-    return dispatched(func)
+    namespace["_general"] = dispatched(func)
+    exec(compile(public, f"<chokepoint kernel {kernel.name}>", "exec"), namespace)
+    entry = namespace[kernel.name]
+    entry.__module__ = __name__
+    entry.__qualname__ = kernel.name
+    entry.__doc__ = func.__doc__
+    entry.__wrapped__ = namespace["_general"]
+    entry.__wrapped_numpy__ = func
+    return entry
 
 
 def _generate_all() -> None:
@@ -350,6 +449,22 @@ def relu_backward(grad, x_or_mask, *, at_zero: int | None = None, out=None) -> n
     at_zero = _check_at_zero(func, 0 if at_zero is None else at_zero)
     return _binary("relu_backward_at_zero" if at_zero else "relu_backward", func, grad,
                    x_or_mask, out)
+
+
+_relu_backward_general = relu_backward
+
+
+@functools.wraps(_relu_backward_general)
+def relu_backward(grad, x_or_mask, *, at_zero: int | None = None, out=None) -> np.ndarray:
+    # the fast path for plain NumPy arrays (see fast()), else dispatch and the general path
+    if (type(x_or_mask) is np.ndarray and type(grad) is np.ndarray
+            and (out is None or type(out) is np.ndarray) and type(at_zero) in (type(None), int)
+            and at_zero in (None, 0, 1)):
+        result = fast("relu_backward_at_zero" if at_zero else "relu_backward",
+                      (grad, x_or_mask), out, ())
+        if result is not None:
+            return result
+    return _relu_backward_general(grad, x_or_mask, at_zero=at_zero, out=out)
 
 
 def _relu_backward_from_mask(grad, mask: PackedMask, at_zero, out) -> np.ndarray:

@@ -292,6 +292,12 @@ def _launch(name: str, out: np.ndarray, *args) -> None:
             _kernel(name, "parallel")(*args)
 
 
+def kernel_for(name: str, mode: str) -> Callable:
+    """The compiled kernel for op ``name`` in ``mode`` (``"serial"``, ``"parallel"``,
+    ``"stream"``): for callers that chose the variant themselves (the kernels' fast path)."""
+    return _kernel(name, mode)
+
+
 def _tail(name: str, args: tuple, start: int) -> tuple:
     """``args`` cut to the elements from ``start`` on (``start`` is a multiple of 8)."""
     if name.startswith("mask_forward"):

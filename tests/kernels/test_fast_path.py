@@ -1,0 +1,83 @@
+"""The kernels' fast path: the common call (small contiguous native float arrays) skips the
+general path's layers, and takes nothing the general path would not run the same way."""
+
+import numpy as np
+import pytest
+
+import chokepoint
+from chokepoint.kernels import api, engine_numba
+
+
+@pytest.fixture
+def general_forbidden(monkeypatch):
+    """Calls that reach the general path fail: what passes took the fast path."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("took the general path")
+
+    monkeypatch.setattr(api, "_unary", refuse)
+    monkeypatch.setattr(api, "_binary", refuse)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_common_calls_take_the_fast_path_with_the_same_values(dtype, general_forbidden):
+    if chokepoint.get_backend() != "numba":
+        pytest.skip("the fast path is the numba engine's")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 7)).astype(dtype)
+    g = rng.standard_normal((3, 7)).astype(dtype)
+    assert np.array_equal(chokepoint.relu(x), np.maximum(x, 0))
+    out = np.empty_like(x)
+    assert chokepoint.leaky_relu(x, 0.1, out=out) is out
+    assert np.array_equal(out, np.where(x > 0, x, x * dtype(0.1)))
+    assert np.array_equal(chokepoint.relu_backward(g, x), np.where(x > 0, g, 0))
+    gg = g.copy()
+    assert chokepoint.relu_backward(gg, x, out=gg) is gg  # in place
+    assert np.array_equal(gg, np.where(x > 0, g, 0))
+
+
+def test_other_calls_take_the_general_path(monkeypatch):
+    calls = []
+    general = api._unary
+
+    def counting(*args, **kwargs):
+        calls.append(args[0])
+        return general(*args, **kwargs)
+
+    monkeypatch.setattr(api, "_unary", counting)
+    x = np.linspace(-1, 1, 10)
+    others = [lambda: chokepoint.relu([-1.0, 2.0]),       # a list
+              lambda: chokepoint.relu(x[::2]),            # strided
+              lambda: chokepoint.relu(x.astype(">f8")),   # non-native byte order
+              lambda: chokepoint.relu(x.astype(np.float16)),
+              lambda: chokepoint.relu(np.ones(engine_numba.PARALLEL_MIN))]  # parallel sizes
+    for call in others:
+        call()
+    assert len(calls) == len(others)
+    chokepoint.relu(x, out=np.empty(10))
+    plain = 0 if chokepoint.get_backend() == "numba" else 1  # fast on numba only
+    assert len(calls) == len(others) + plain
+
+
+@pytest.mark.parametrize("bad", [
+    dict(out=np.empty(10, np.float32)), dict(out=np.empty(9)), dict(negative_slope=np.nan),
+    dict(negative_slope=np.array([1.0, 2.0]))])
+def test_bad_calls_still_raise_and_touch_nothing(bad):
+    x = np.linspace(-1, 1, 10)
+    out = bad.get("out", np.full(10, 7.0))
+    before = out.copy()
+    kwargs = {**bad, "out": out}
+    with pytest.raises((TypeError, ValueError)):
+        chokepoint.leaky_relu(x, **kwargs)
+    assert np.array_equal(out, before)
+
+
+def test_read_only_out_and_partial_overlap_are_the_general_paths():
+    x = np.linspace(-1, 1, 11)
+    ro = np.empty(11)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        chokepoint.relu(x, out=ro)
+    a = np.linspace(-1, 1, 12)
+    expected = np.maximum(a[1:], 0)
+    chokepoint.relu(a[1:], out=a[:-1])  # overlaps its input by all but one element
+    assert np.array_equal(a[:-1], expected)
