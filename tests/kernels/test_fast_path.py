@@ -33,6 +33,11 @@ def test_common_calls_take_the_fast_path_with_the_same_values(dtype, general_for
     gg = g.copy()
     assert chokepoint.relu_backward(gg, x, out=gg) is gg  # in place
     assert np.array_equal(gg, np.where(x > 0, g, 0))
+    grad = chokepoint.relu_grad(x)
+    assert grad.dtype == np.uint8 and np.array_equal(grad, x > 0)
+    assert np.array_equal(chokepoint.relu_grad(x, at_zero=1, dtype=np.float32), x >= 0)
+    mask = np.empty(x.shape, bool)
+    assert chokepoint.relu_grad(x, out=mask) is mask and np.array_equal(mask, x > 0)
 
 
 def test_other_calls_take_the_general_path(monkeypatch):

@@ -259,7 +259,7 @@ def _numba():
     return _numba_engine
 
 
-def fast(kernel: Kernel | str, arrays: tuple, out, values: tuple):
+def fast(kernel: Kernel | str, arrays: tuple, out, values: tuple, out_dtype=None):
     """The common call of a registry kernel (or of an op without parameters), cheaply.
 
     Small contiguous native float32 or float64 NumPy arrays of one shape and dtype, ``out``
@@ -281,10 +281,11 @@ def fast(kernel: Kernel | str, arrays: tuple, out, values: tuple):
     entry = _fast_entry(kernel, dtype, values)
     if entry is None:
         return None
+    result_dtype = dtype if out_dtype is None else out_dtype
     if out is None:
-        out = np.empty(x.shape, dtype)
+        out = np.empty(x.shape, result_dtype)
     else:
-        if (out.dtype != dtype or out.shape != x.shape or not out.flags.c_contiguous
+        if (out.dtype != result_dtype or out.shape != x.shape or not out.flags.c_contiguous
                 or not out.flags.writeable):
             return None
         for a in arrays:
@@ -419,6 +420,35 @@ def relu_grad(x, *, dtype=None, at_zero: int = 0, out=None) -> np.ndarray:
         raise TypeError(f"relu_grad: dtype {dtype} is not supported; choose one of {names}")
     op = "relu_grad_at_zero" if at_zero else "relu_grad"
     return _unary(op, "relu_grad", x, out, out_dtype=dtype)
+
+
+_relu_grad_general = relu_grad
+#: output dtypes the numba engine writes (float16 goes to the NumPy engine)
+_FAST_GRAD_DTYPES = {np.dtype(t): np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.float32,
+                                                         np.float64)}
+
+
+@functools.wraps(_relu_grad_general)
+def relu_grad(x, *, dtype=None, at_zero: int = 0, out=None) -> np.ndarray:
+    # the fast path for plain NumPy arrays (see fast()), else dispatch and the general path
+    if type(x) is np.ndarray and (out is None or type(out) is np.ndarray) \
+            and type(at_zero) is int and at_zero in (0, 1):
+        if dtype is None:
+            target = out.dtype if out is not None else _UINT8
+        else:
+            try:
+                target = _FAST_GRAD_DTYPES.get(dtype) or _FAST_GRAD_DTYPES.get(np.dtype(dtype))
+            except TypeError:
+                target = None
+        if target is not None and target in _FAST_GRAD_DTYPES:
+            result = fast("relu_grad_at_zero" if at_zero else "relu_grad", (x,), out, (),
+                          out_dtype=target)
+            if result is not None:
+                return result
+    return _relu_grad_general(x, dtype=dtype, at_zero=at_zero, out=out)
+
+
+_UINT8 = np.dtype(np.uint8)
 
 
 @dispatched

@@ -1,0 +1,87 @@
+"""A busy core: a parallel kernel against the serial one while another process keeps a core busy.
+
+Static partitioning (numba's default) hands each thread an equal share up front: when one core
+is taken by another process, its thread finishes last and the whole call waits for it. Dynamic
+scheduling (``numba.parallel_chunksize``) lets the free thread take the straggler's chunks.
+
+Run: ``flock /tmp/chokepoint-bench.lock .venv/bin/python benchmarks/busy_core.py``.
+Prints, for relu and relu_backward on 3e7 float32 and float64 elements (into ``out=``), the
+median per call of: serial, parallel (static), parallel with chunks of 2**16 and 2**18
+elements, alternated in one process; first on an idle machine, then with one busy core.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import statistics
+import time
+
+import numba
+import numpy as np
+
+from chokepoint.kernels import engine_numba
+
+N = 30_000_000
+
+
+def _spin(stop) -> None:
+    while not stop.is_set():
+        pass
+
+
+def _variants(name, args):
+    serial = engine_numba.kernel_for(name, "serial")
+    parallel = engine_numba.kernel_for(name, "parallel")
+
+    def chunked(size):
+        def run():
+            with numba.parallel_chunksize(size):
+                parallel(*args)
+        return run
+
+    return {"serial": lambda: serial(*args), "parallel static": lambda: parallel(*args),
+            "parallel chunks 2**16": chunked(1 << 16), "parallel chunks 2**18": chunked(1 << 18)}
+
+
+def _race(cases: dict, rounds: int = 7) -> dict:
+    times = {k: [] for k in cases}
+    for fn in cases.values():
+        fn()
+    for _ in range(rounds):
+        for k, fn in cases.items():
+            start = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - start)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    for dtype in (np.float32, np.float64):
+        x = rng.standard_normal(N).astype(dtype)
+        g = rng.standard_normal(N).astype(dtype)
+        out = np.empty_like(x)
+        zero = dtype(0)
+        kernels = {"relu": ("relu", (x, out, zero)),
+                   "relu_backward": ("relu_backward", (g, x, out, zero))}
+        for label, busy in (("idle", False), ("one busy core", True)):
+            stop = mp.Event()
+            spinner = mp.Process(target=_spin, args=(stop,), daemon=True) if busy else None
+            if spinner:
+                spinner.start()
+                time.sleep(0.5)
+            try:
+                for kname, (name, args) in kernels.items():
+                    result = _race(_variants(name, args))
+                    serial = result["serial"]
+                    cells = ", ".join(f"{k} {v * 1e3:.1f} ms ({serial / v:.2f}x serial)"
+                                      for k, v in result.items())
+                    print(f"{np.dtype(dtype).name:8} {kname:14} {label:14} {cells}", flush=True)
+            finally:
+                if spinner:
+                    stop.set()
+                    spinner.join()
+
+
+if __name__ == "__main__":
+    main()
