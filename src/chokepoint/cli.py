@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import sys
 
 __all__ = ["add_explain_arguments", "add_race_arguments", "candidate", "demo_candidates", "emit",
@@ -375,8 +376,43 @@ def _info(args: argparse.Namespace) -> int:
                     threading_layer_config=numba.config.THREADING_LAYER)
     except ImportError:
         info["numba"] = None
+    from .kernels import tuning
+
+    tuned = tuning.current()
+    info["tuning"] = (f"measured {tuned.measured_at} ({tuning.cache_path()})"
+                      if tuned.measured_at else "defaults (run `chokepoint tune` to measure)")
+    info.update(parallel_min=tuned.parallel_min, stream_maps=tuned.stream_maps,
+                stream_masks=tuned.stream_masks)
     for key, value in info.items():
         print(f"{key:24}{value}")
+    return 0
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from .kernels import tuning
+
+    print("measuring the kernel variants on this machine (a few seconds)...", file=sys.stderr,
+          flush=True)
+    tuned = tuning.tune()
+    if args.json:
+        print(json.dumps(tuned.to_dict(), indent=2))
+        return 0
+    ev = tuned.evidence
+    never = tuned.parallel_min >= 1 << 62
+    print(f"parallel from {'never' if never else f'{tuned.parallel_min} elements'} "
+          f"(the serial kernel below; relu float64, measured at sizes "
+          f"{', '.join(ev['parallel_min'])})")
+    for key, label in (("stream_maps", "select kernels (relu_backward float32, 32 MB)"),
+                       ("stream_masks", "mask kernels (mask backward float32, 32 MB)")):
+        t = ev[key]
+        print(f"non-temporal stores for {label}: {'yes' if getattr(tuned, key) else 'no'} "
+              f"(parallel {t['parallel_s'] * 1e3:.2f} ms, streaming {t['stream_s'] * 1e3:.2f} ms)")
+    print(f"cached in {tuning.cache_path()} ({ev['seconds']:.1f} s)")
+    load, cores = ev.get("load_average"), os.cpu_count() or 1
+    if load is not None and load > 0.5 * cores:
+        print(f"note: the machine was busy (load average {load:.1f} on {cores} cores); the "
+              "choices reflect that: run `chokepoint tune` again when it is idle",
+              file=sys.stderr)
     return 0
 
 
@@ -400,6 +436,10 @@ def _parser() -> argparse.ArgumentParser:
     race_cmd = commands.add_parser("race", help="time candidate statements side by side")
     add_race_arguments(race_cmd)
     race_cmd.set_defaults(run=_race)
+    tune_cmd = commands.add_parser("tune", help="measure the kernel variants for this machine "
+                                                "and cache the choices")
+    tune_cmd.add_argument("--json", action="store_true", help="print the choices as JSON")
+    tune_cmd.set_defaults(run=_tune)
     explain_cmd = commands.add_parser("explain", help="where an expression's time goes")
     add_explain_arguments(explain_cmd)
     explain_cmd.set_defaults(run=_explain)

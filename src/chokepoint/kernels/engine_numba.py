@@ -30,6 +30,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from . import tuning as _tuning
 from . import vocabulary
 from .ops import OPS
 
@@ -266,10 +267,20 @@ def _select_only(name: str) -> bool:
 
 
 def _stream_inputs(name: str, args: tuple) -> tuple | None:
-    """The inputs that ``out`` must not share memory with to stream, or None: never stream."""
+    """The inputs that ``out`` must not share memory with to stream, or None: never stream
+    (the op has no streaming variant worth running, or streaming did not measure faster on
+    this machine: :mod:`.tuning`)."""
     if name not in OPS:
-        return ()  # the mask kernels
-    return args[:OPS[name].arity] if _STREAMING_OPS.get(name) else None
+        return () if _stream_masks else None  # the mask kernels
+    return args[:OPS[name].arity] if _stream_maps and _STREAMING_OPS.get(name) else None
+
+
+def apply_tuning(tuned) -> None:
+    """Use the variant choices of a :class:`~chokepoint.kernels.tuning.Tuning`."""
+    global PARALLEL_MIN, _stream_maps, _stream_masks
+    PARALLEL_MIN = int(tuned.parallel_min)
+    _stream_maps = bool(tuned.stream_maps)
+    _stream_masks = bool(tuned.stream_masks)
 
 
 def _launch(name: str, out: np.ndarray, *args) -> None:
@@ -336,6 +347,8 @@ def mask_backward(grad: np.ndarray, bits: np.ndarray, out: np.ndarray, zero) -> 
 
 
 _STREAMING_OPS = {name: _select_only(name) for name in OPS}
+_stream_maps = _stream_masks = True
+apply_tuning(_tuning.current())  # this machine's measured choices, or the defaults
 
 
 def _after_fork_in_child() -> None:

@@ -1,0 +1,199 @@
+"""The numba engine's variant choices, measured on this machine and cached.
+
+Which variant of a kernel is fastest depends on the CPU, not on the code: on one AMD EPYC the
+streaming (non-temporal store) variant of the mask backward was 4x faster than the plain
+parallel one, on another 2.4x slower; the size from which two threads beat one depends on the
+thread start-up cost. So they are measured, in a few seconds, by :func:`tune` (``chokepoint
+tune``), and cached per machine beside the roofline; :func:`current` reads the cache and falls
+back on :data:`DEFAULT` before the machine was tuned.
+
+What is chosen:
+
+``parallel_min``
+    The size (elements) from which the parallel variant runs: the smallest size from which it
+    measured at least :data:`GAIN` times faster than the serial one, at that size and every larger
+    size tried.
+``stream_maps``, ``stream_masks``
+    Whether large outputs (at least ``STREAM_MIN_BYTES``) are written with non-temporal stores,
+    for the elementwise select kernels (relu, relu_backward...) and for the 1-bit mask kernels:
+    only where streaming measured at least :data:`GAIN` times faster than the plain parallel
+    variant. Never when ``out`` is also an input (see ``engine_numba._streamable``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["DEFAULT", "GAIN", "Tuning", "cache_path", "choose_parallel_min", "current", "forget",
+           "tune"]
+
+#: a variant must be this much faster to be chosen
+GAIN = 1.1
+#: sizes tried for the parallel threshold
+_SIZES = tuple(1 << k for k in range(12, 23))
+#: elements of the streaming comparison (32 MB of float32: past STREAM_MIN_BYTES)
+_STREAM_N = 1 << 23
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """The engine's variant choices (see the module notes).
+
+    Attributes
+    ----------
+    parallel_min : int
+    stream_maps, stream_masks : bool
+    measured_at : str
+        When they were measured ("" for the defaults).
+    evidence : dict
+        The timings behind each choice, in seconds.
+    """
+
+    parallel_min: int = 1 << 16
+    stream_maps: bool = True
+    stream_masks: bool = True
+    measured_at: str = ""
+    evidence: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+#: the choices before this machine is tuned (those of the machine the kernels were written on)
+DEFAULT = Tuning()
+
+_memo: Tuning | None = None
+
+
+def _machine_key() -> dict:
+    from ..measure.roofline import machine_info
+
+    m = machine_info()
+    return {k: m[k] for k in ("cpu", "cores", "threads", "numba")}
+
+
+def cache_path() -> Path:
+    """This machine's tuning file."""
+    import platformdirs
+
+    key = json.dumps(_machine_key(), sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return Path(platformdirs.user_cache_dir("chokepoint")) / f"tuning-{digest}.json"
+
+
+def current() -> Tuning:
+    """The cached tuning of this machine, else :data:`DEFAULT` (nothing is measured here)."""
+    global _memo
+    if _memo is None:
+        _memo = DEFAULT
+        try:
+            data = json.loads(cache_path().read_text())
+            _memo = Tuning(**{k: data[k] for k in ("parallel_min", "stream_maps",
+                                                   "stream_masks", "measured_at", "evidence")})
+        except (OSError, ValueError, TypeError, KeyError):
+            pass  # not tuned yet, or an unreadable file: the defaults
+    return _memo
+
+
+def _pair(a, b, min_time: float) -> tuple[float, float]:
+    from ..measure.timer import measure_interleaved
+
+    first, second = measure_interleaved([a, b], min_time=min_time, repeats=5)
+    return first.median, second.median
+
+
+def _parallel_min(engine, min_time: float) -> tuple[int, dict]:
+    serial, parallel = engine.kernel_for("relu", "serial"), engine.kernel_for("relu", "parallel")
+    rng = np.random.default_rng(0)
+    times = {}
+    zero = np.float64(0)
+    for n in _SIZES:
+        x = rng.standard_normal(n)
+        out = np.empty_like(x)
+        times[n] = _pair(lambda x=x, o=out: serial(x, o, zero),
+                         lambda x=x, o=out: parallel(x, o, zero), min_time)
+    return choose_parallel_min(times, engine.numba.get_num_threads()), {
+        str(n): {"serial_s": s, "parallel_s": p} for n, (s, p) in times.items()}
+
+
+def choose_parallel_min(times: dict[int, tuple[float, float]], threads: int) -> int:
+    """The smallest size from which the parallel time (``times[n] = (serial, parallel)``) is
+    at least :data:`GAIN` times faster at that size and every larger one. When no size wins:
+    never parallel on one thread; else the default (a busy machine hid the gain: keeping
+    every array serial would cost half the speed once it is idle)."""
+    if threads < 2:
+        return 1 << 62
+    chosen = None
+    for n in sorted(times, reverse=True):
+        serial, parallel = times[n]
+        if serial < GAIN * parallel:
+            break
+        chosen = n
+    return DEFAULT.parallel_min if chosen is None else chosen
+
+
+def _stream_gain(engine, name: str, args: tuple, min_time: float) -> tuple[bool, dict]:
+    parallel, stream = engine.kernel_for(name, "parallel"), engine.kernel_for(name, "stream")
+    p, s = _pair(lambda: parallel(*args), lambda: stream(*args), min_time)
+    return p >= GAIN * s, {"parallel_s": p, "stream_s": s}
+
+
+def _load() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):  # not on this system
+        return None
+
+
+def tune(*, min_time: float = 0.02, save: bool = True) -> Tuning:
+    """Measure the variant choices on this machine (a few seconds) and cache them.
+
+    Returns
+    -------
+    Tuning
+    """
+    global _memo
+    from . import engine_numba
+
+    started = time.perf_counter()
+    parallel_min, sizes = _parallel_min(engine_numba, min_time)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(_STREAM_N).astype(np.float32)
+    g = rng.standard_normal(_STREAM_N).astype(np.float32)
+    out = np.empty_like(x)
+    zero = np.float32(0)
+    maps, maps_times = _stream_gain(engine_numba, "relu_backward", (g, x, out, zero), min_time)
+    bits = np.packbits(x > 0, bitorder="little")
+    masks, mask_times = _stream_gain(engine_numba, "mask_backward", (g, bits, out, zero),
+                                     min_time)
+    tuned = Tuning(parallel_min=parallel_min, stream_maps=maps, stream_masks=masks,
+                   measured_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                   evidence={"parallel_min": sizes, "stream_maps": maps_times,
+                             "stream_masks": mask_times, "load_average": _load(),
+                             "seconds": time.perf_counter() - started})
+    if save:
+        try:
+            path = cache_path()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(tuned.to_dict(), indent=2))
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only cache directory: the choices hold for this process only
+    _memo = tuned
+    engine_numba.apply_tuning(tuned)
+    return tuned
+
+
+def forget() -> None:
+    """Drop the remembered tuning (tests; the next :func:`current` reads the cache again)."""
+    global _memo
+    _memo = None
+

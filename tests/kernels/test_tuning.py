@@ -1,0 +1,67 @@
+"""The engine's variant choices: the decision rules on made-up timings, the cache, and the
+engine using what was chosen (no timing in the assertions)."""
+
+import json
+
+import numpy as np
+import pytest
+
+import chokepoint
+from chokepoint.kernels import engine_numba, tuning
+
+
+def test_parallel_from_the_size_where_it_wins_for_good():
+    times = {4096: (1.0, 2.0), 8192: (2.0, 1.0), 16384: (4.0, 5.0), 32768: (8.0, 4.0),
+             65536: (16.0, 8.0)}
+    assert tuning.choose_parallel_min(times, threads=2) == 32768  # 16384 lost again
+
+
+def test_no_winner_keeps_the_default_unless_there_is_one_thread():
+    losing = {4096: (1.0, 2.0), 8192: (2.0, 3.0)}
+    assert tuning.choose_parallel_min(losing, threads=2) == tuning.DEFAULT.parallel_min
+    assert tuning.choose_parallel_min(losing, threads=1) >= 1 << 62
+
+
+@pytest.fixture
+def isolated_cache(tmp_path, monkeypatch):
+    path = tmp_path / "tuning.json"
+    monkeypatch.setattr(tuning, "cache_path", lambda: path)
+    tuning.forget()
+    yield path
+    tuning.forget()
+    engine_numba.apply_tuning(tuning.current())
+
+
+def test_defaults_before_tuning_and_the_cache_after(isolated_cache, monkeypatch):
+    assert tuning.current() == tuning.DEFAULT
+    # made-up timings: streaming the masks wins, streaming the maps does not
+    fake = iter([(1.0, 1.0)] * len(tuning._SIZES) + [(1.0, 1.0), (4.0, 1.0)])
+    monkeypatch.setattr(tuning, "_pair", lambda a, b, min_time: next(fake))
+    tuned = tuning.tune()
+    assert (tuned.stream_maps, tuned.stream_masks) == (False, True)
+    assert tuned.parallel_min == tuning.DEFAULT.parallel_min  # no size won
+    saved = json.loads(isolated_cache.read_text())
+    assert saved["stream_masks"] is True and saved["measured_at"]
+    tuning.forget()
+    assert tuning.current() == tuned  # read back from the cache
+
+
+def test_the_engine_follows_the_choices(isolated_cache):
+    x = np.linspace(-1, 1, 1000)
+    expected = np.maximum(x, 0)
+    try:
+        engine_numba.apply_tuning(tuning.Tuning(parallel_min=16, stream_maps=False,
+                                                stream_masks=False))
+        assert engine_numba.PARALLEL_MIN == 16
+        assert engine_numba._stream_inputs("relu", (x, x)) is None
+        assert engine_numba._stream_inputs("mask_backward", ()) is None
+        assert np.array_equal(chokepoint.relu(x), expected)  # parallel at 1000 elements now
+        engine_numba.apply_tuning(tuning.Tuning(stream_maps=True, stream_masks=True))
+        assert engine_numba._stream_inputs("mask_backward", ()) == ()
+    finally:
+        engine_numba.apply_tuning(tuning.current())
+
+
+def test_a_corrupt_cache_means_the_defaults(isolated_cache):
+    isolated_cache.write_text("{not json")
+    assert tuning.current() == tuning.DEFAULT
