@@ -20,9 +20,13 @@ from chokepoint.measure.roofline import measure_bandwidths
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The benchmark's command-line options."""
-    parser.add_argument("--quick", action="store_true", help="a 10x smaller X, fewer repeats")
-    parser.add_argument("--min-time", type=float, default=0.2,
-                        help="seconds per timing repeat (default 0.2)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a 10x smaller X, fewer repeats (with --matrix: no 3e7 cells)")
+    parser.add_argument("--min-time", type=float, default=None,
+                        help="seconds per timing repeat (default 0.2; 0.02 with --matrix)")
+    parser.add_argument("--matrix", action="store_true",
+                        help="every kernel x float32/float64 x 1e3..3e7 elements against each "
+                             "peer's best formulation (see chokepoint.matrix)")
 
 
 def main(argv=None) -> int:
@@ -33,7 +37,13 @@ def main(argv=None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the benchmark with parsed options."""
+    """Run the benchmark (or, with ``--matrix``, the matrix) with parsed options."""
+    if getattr(args, "matrix", False):
+        from . import matrix
+
+        args.min_time = 0.02 if args.min_time is None else args.min_time
+        return matrix.run(args)
+    args.min_time = 0.2 if args.min_time is None else args.min_time
     shape = (3072, 1000) if args.quick else (3072, 10000)
     rng = np.random.default_rng(0)
     X = rng.standard_normal(shape)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import os
 import threading
+import time
 from collections.abc import Callable
 
 import numba
@@ -32,6 +33,7 @@ from numba.extending import intrinsic
 
 from . import tuning as _tuning
 from . import vocabulary
+from .adaptive import Chooser
 from .ops import OPS
 
 __all__ = [
@@ -176,6 +178,8 @@ _NAMESPACE = {
     **vocabulary.NUMBA,
 }
 _kernels: dict[tuple[str, str], Callable] = {}
+#: serial or parallel per kernel and size class, from the calls' own times
+chooser = Chooser()
 _compile_lock = threading.Lock()
 _launch_lock = threading.Lock()
 _serial_only = False
@@ -293,14 +297,20 @@ def _launch(name: str, out: np.ndarray, *args) -> None:
         return
     with _launch_lock:
         inputs = _stream_inputs(name, args)
-        if inputs is not None and _streamable(out, inputs):
+        wide = "stream" if inputs is not None and _streamable(out, inputs) else "parallel"
+        # serial or parallel from what the calls took on this machine, now (a busy core makes
+        # a parallel call wait for a time slice): see .adaptive
+        mode = chooser.choose(name, n, wide)
+        start = time.perf_counter()
+        if mode == "stream":
             _kernel(name, "stream")(*args)
             # the tail of n % 8 elements (the serial kernels take any range)
             head = n - n % 8
             if head < n:
                 _kernel(name, "serial")(*_tail(name, args, head))
         else:
-            _kernel(name, "parallel")(*args)
+            _kernel(name, mode)(*args)
+        chooser.record(name, n, mode, time.perf_counter() - start)
 
 
 def kernel_for(name: str, mode: str) -> Callable:

@@ -1,0 +1,221 @@
+"""The benchmark matrix: every kernel x {float32, float64} x {1e3, 1e5, 2e6, 3e7 elements}
+against each peer's best formulation (NumPy with ``out=``, numexpr with ``out=``, torch CPU).
+
+Each cell times ours and the peers round-robin in one process
+(:func:`chokepoint.measure.measure_interleaved`) and reports the ratio best peer / ours
+(above 1: ours is faster). ``chokepoint bench --matrix`` and ``benchmarks/matrix.py`` run it;
+it prints the table, the geometric mean, the cells below 1.0x and, for the largest size, each
+kernel against its bandwidth floor (its bytes at the read bandwidth measured in this run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+import chokepoint
+from chokepoint.measure.timer import measure_interleaved
+
+__all__ = ["Cell", "cells", "main", "run"]
+
+SIZES = (1_000, 100_000, 2_000_000, 30_000_000)
+QUICK_SIZES = (1_000, 100_000, 2_000_000)
+
+
+@dataclass
+class Cell:
+    """One kernel, dtype and size: our time, the best peer's, and the bytes it must move."""
+
+    kernel: str
+    dtype: str
+    n: int
+    ours_s: float
+    peer: str
+    peer_s: float
+    nbytes: int
+
+    @property
+    def ratio(self) -> float:
+        return self.peer_s / self.ours_s
+
+
+def _cases(n: int, dtype, ne, torch) -> dict[str, tuple[int, Callable, dict[str, Callable]]]:
+    """kernel -> (bytes it must move, ours, {peer: call}); every call writes into preallocated
+    arrays except the "fresh" ones."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal(n).astype(dtype)
+    G = rng.standard_normal(n).astype(dtype)
+    Gi = G.copy()  # in place: overwritten by every call (the values keep their sign pattern)
+    Out = np.empty_like(X)
+    B = np.empty(n, bool)
+    U = np.empty(n, np.uint8)
+    size = X.itemsize
+    _, mask = chokepoint.relu_with_mask(X)
+    bool_mask = X > 0
+    env = {"X": X, "G": G, "Gi": Gi, "B": bool_mask}
+    t = {}
+    if torch is not None:
+        t = {k: torch.from_numpy(v) for k, v in
+             {"X": X, "G": G, "Gi": Gi, "O": Out, "B": B, "M": bool_mask}.items()}
+
+    def numexpr(expr, out, names="XG"):
+        local = {k: env[k] for k in names}
+        return lambda: ne.evaluate(expr, local_dict=local, out=out)
+
+    def peers(numpy_calls: dict, numexpr_call=None, torch_call=None) -> dict:
+        found = dict(numpy_calls)
+        if ne is not None and numexpr_call is not None:
+            found["numexpr"] = numexpr_call()
+        if torch is not None and torch_call is not None:
+            found["torch"] = torch_call()
+        return found
+
+    return {
+        "relu_grad -> uint8": (n * (size + 1), lambda: chokepoint.relu_grad(X, out=U), peers(
+            {"numpy greater(out=bool)": lambda: np.greater(X, 0, out=B)},
+            lambda: numexpr("X > 0", B, "X"),
+            lambda: (lambda: torch.gt(t["X"], 0, out=t["B"])))),
+        "relu_grad -> bool": (n * (size + 1), lambda: chokepoint.relu_grad(X, out=B), peers(
+            {"numpy greater(out=bool)": lambda: np.greater(X, 0, out=B)},
+            lambda: numexpr("X > 0", B, "X"),
+            lambda: (lambda: torch.gt(t["X"], 0, out=t["B"])))),
+        "relu out=": (2 * n * size, lambda: chokepoint.relu(X, out=Out), peers(
+            {"numpy maximum(out=)": lambda: np.maximum(X, 0, out=Out)},
+            lambda: numexpr("where(X > 0, X, 0)", Out, "X"),
+            lambda: (lambda: torch.clamp(t["X"], min=0, out=t["O"])))),
+        "relu_backward out=": (3 * n * size, lambda: chokepoint.relu_backward(G, X, out=Out), peers(
+            {"numpy multiply(G, X > 0, out=)": lambda: np.multiply(G, X > 0, out=Out)},
+            lambda: numexpr("where(X > 0, G, 0)", Out),
+            lambda: (lambda: torch.ops.aten.threshold_backward.grad_input(
+                t["G"], t["X"], 0, grad_input=t["O"])))),
+        "relu_backward in place": (
+            3 * n * size, lambda: chokepoint.relu_backward(Gi, X, out=Gi), peers(
+                {"numpy multiply(G, X > 0, out=G)": lambda: np.multiply(Gi, X > 0, out=Gi)},
+                lambda: (lambda: ne.evaluate("where(X > 0, Gi, 0)",
+                                             local_dict={"X": X, "Gi": Gi}, out=Gi)),
+                lambda: (lambda: t["Gi"].mul_(t["X"] > 0)))),
+        "relu_backward fresh": (3 * n * size, lambda: chokepoint.relu_backward(G, X), peers(
+            {"numpy G * (X > 0)": lambda: G * (X > 0)},
+            lambda: (lambda: ne.evaluate("where(X > 0, G, 0)", local_dict={"X": X, "G": G})),
+            lambda: (lambda: torch.ops.aten.threshold_backward(t["G"], t["X"], 0)))),
+        "relu_with_mask out=": (
+            2 * n * size + n // 8, lambda: chokepoint.relu_with_mask(X, out=Out), peers(
+                {"numpy maximum + greater(out=bool)":
+                 lambda: (np.maximum(X, 0, out=Out), np.greater(X, 0, out=B))},
+                None,
+                lambda: (lambda: (torch.clamp(t["X"], min=0, out=t["O"]),
+                                  torch.gt(t["X"], 0, out=t["B"]))))),
+        "backward from the mask": (
+            2 * n * size + n // 8, lambda: chokepoint.relu_backward(G, mask, out=Out), peers(
+                {"numpy multiply(G, bool mask, out=)":
+                 lambda: np.multiply(G, bool_mask, out=Out),
+                 "chokepoint from X": lambda: chokepoint.relu_backward(G, X, out=Out)},
+                lambda: numexpr("where(B, G, 0)", Out, "GB"),
+                lambda: (lambda: torch.mul(t["G"], t["M"], out=t["O"])))),
+        "leaky_relu out=": (2 * n * size, lambda: chokepoint.leaky_relu(X, 0.01, out=Out), peers(
+            {"numpy maximum(X, 0.01 X, out=)":
+             lambda: np.maximum(X, np.multiply(X, 0.01, out=Out), out=Out)},
+            lambda: numexpr("where(X > 0, X, X * 0.01)", Out, "X"),
+            lambda: (lambda: torch._C._nn.leaky_relu(t["X"], 0.01, out=t["O"])))),
+        "hardtanh out=": (2 * n * size, lambda: chokepoint.hardtanh(X, out=Out), peers(
+            {"numpy clip(out=)": lambda: np.clip(X, -1, 1, out=Out)},
+            lambda: numexpr("where(X < -1, -1, where(X > 1, 1, X))", Out, "X"),
+            lambda: (lambda: torch.clamp(t["X"], -1, 1, out=t["O"])))),
+    }
+
+
+def _time_cell(ours: Callable, peers: dict, min_time: float) -> tuple[float, str, float]:
+    names = list(peers)
+    times = measure_interleaved([ours, *peers.values()], min_time=min_time, repeats=5)
+    medians = [m.median for m in times]
+    best = min(range(len(names)), key=lambda i: medians[i + 1])
+    return medians[0], names[best], medians[best + 1]
+
+
+def cells(sizes=SIZES, dtypes=("float32", "float64"), min_time: float = 0.02,
+          progress: Callable[[str], None] | None = None) -> list[Cell]:
+    """Time every cell (see the module notes)."""
+    try:
+        import numexpr as ne
+    except ImportError:
+        ne = None
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    found = []
+    for dtype in dtypes:
+        for n in sizes:
+            for kernel, (nbytes, ours, peers) in _cases(n, np.dtype(dtype), ne, torch).items():
+                ours_s, peer, peer_s = _time_cell(ours, peers, min_time)
+                cell = Cell(kernel, dtype, n, ours_s, peer, peer_s, nbytes)
+                found.append(cell)
+                if progress is not None:
+                    progress(f"{dtype} {n:>10} {kernel:24} {cell.ratio:5.2f}x ({peer})")
+    return found
+
+
+def _table(found: list[Cell], bandwidth: float | None) -> str:
+    sizes = sorted({c.n for c in found})
+    lines = []
+    for dtype in sorted({c.dtype for c in found}):
+        lines.append(f"\n{dtype}: best peer / chokepoint (above 1: ours faster)")
+        lines.append(f"{'kernel':26}" + "".join(f"{n:>12,}" for n in sizes)
+                     + ("   3e7 / floor" if bandwidth else ""))
+        for kernel in dict.fromkeys(c.kernel for c in found):
+            row = {c.n: c for c in found if c.kernel == kernel and c.dtype == dtype}
+            text = f"{kernel:26}" + "".join(f"{row[n].ratio:>11.2f}x" if n in row else " " * 12
+                                           for n in sizes)
+            big = row.get(max(sizes))
+            if bandwidth and big is not None:
+                text += f"   {big.ours_s / (big.nbytes / bandwidth):8.2f}x"
+            lines.append(text)
+    return "\n".join(lines)
+
+
+def summary(found: list[Cell]) -> tuple[float, list[Cell]]:
+    """The geometric mean of the ratios, and the cells below 1.0x."""
+    geomean = math.exp(sum(math.log(c.ratio) for c in found) / len(found)) if found else 0.0
+    return geomean, [c for c in found if c.ratio < 1.0]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The matrix's command-line options."""
+    parser.add_argument("--quick", action="store_true",
+                        help="sizes up to 2e6 only (no 3e7 cells)")
+    parser.add_argument("--min-time", type=float, default=0.02,
+                        help="seconds per timing repeat (default 0.02)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the matrix with parsed options and print it."""
+    import sys
+
+    from chokepoint.measure.roofline import machine_info, measure_bandwidths
+
+    sizes = QUICK_SIZES if args.quick else SIZES
+    machine = machine_info()
+    bandwidth = measure_bandwidths(2**28, 0.1)["read_bw"]
+    print(f"{machine['cpu']}, {machine['cores']} cores; backend {chokepoint.get_backend()}; "
+          f"read bandwidth {bandwidth / 1e9:.1f} GB/s (measured now)", flush=True)
+    found = cells(sizes, min_time=args.min_time,
+                  progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(_table(found, bandwidth if max(sizes) >= 10**7 else None))
+    geomean, slower = summary(found)
+    print(f"\ngeometric mean of best peer / ours: {geomean:.2f}x over {len(found)} cells")
+    print(f"cells below 1.0x: {len(slower)}")
+    for c in slower:
+        print(f"  {c.dtype} {c.n:>10,} {c.kernel:24} {c.ratio:.2f}x: ours "
+              f"{c.ours_s * 1e6:.1f} us, {c.peer} {c.peer_s * 1e6:.1f} us")
+    return 0
+
+
+def main(argv=None) -> int:
+    """``python benchmarks/matrix.py [--quick] [--min-time S]``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

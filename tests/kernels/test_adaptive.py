@@ -1,0 +1,58 @@
+"""Serial or parallel from the calls' own times (no timing: a fake clock, made-up times)."""
+
+import numpy as np
+
+import chokepoint
+from chokepoint.kernels import engine_numba
+from chokepoint.kernels.adaptive import STALE, Chooser
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_measures_both_then_runs_the_faster():
+    clock = Clock()
+    c = Chooser(clock)
+    n = 100_000
+    assert c.choose("relu", n, "parallel") == "parallel"  # the engine's default first
+    c.record("relu", n, "parallel", 8e-3)  # a busy core: the call waited for a time slice
+    assert c.choose("relu", n, "parallel") == "serial"  # the other one, once
+    c.record("relu", n, "serial", 1e-4)
+    assert c.choose("relu", n, "parallel") == "serial"
+    clock.now += STALE + 1  # the parallel figure is stale: measured again
+    assert c.choose("relu", n, "parallel") == "parallel"
+    c.record("relu", n, "parallel", 5e-5)  # the core is free again: a fresh figure
+    assert c.choose("relu", n, "parallel") == "serial"  # the serial figure is stale too
+    c.record("relu", n, "serial", 1e-4)
+    assert c.choose("relu", n, "parallel") == "parallel"
+
+
+def test_size_classes_and_kernels_are_apart():
+    c = Chooser(Clock())
+    c.record("relu", 100_000, "parallel", 1.0)
+    c.record("relu", 100_000, "serial", 1e-3)
+    assert c.choose("relu", 100_000, "parallel") == "serial"
+    assert c.choose("relu", 30_000_000, "parallel") == "parallel"  # another size class
+    assert c.choose("relu_backward", 100_000, "parallel") == "parallel"
+
+
+def test_the_engine_records_its_calls_and_values_do_not_change():
+    x = np.linspace(-1, 1, 1 << 17)
+    expected = np.maximum(x, 0)
+    chooser = engine_numba.chooser
+    before = dict(chooser.figures)
+    try:
+        for _ in range(3):
+            assert np.array_equal(chokepoint.relu(x), expected)
+        if chokepoint.get_backend() == "numba":
+            size = x.size.bit_length()
+            modes = {k[2] for k in chooser.figures if k[:2] == ("relu", size)}
+            assert modes == {"parallel", "serial"}  # both measured within three calls
+    finally:
+        chooser.figures.clear()
+        chooser.figures.update(before)
