@@ -164,7 +164,8 @@ def explanation_text(e, width: int = 120) -> str:
     minor = getattr(e, "minor", None) or []
     if minor:
         console.print(plain("minor (measured, under 1% of the time): " + ", ".join(
-            f"{f.kind} ({100 * f.share:.2g}%)" for f in minor)))
+            f"{f.kind} ({100 * f.share:.2g}%)" if f.share else f"{f.kind} ({f.evidence})"
+            for f in minor)))
     if e.ruled_out:
         console.print("ruled out (suspected, not confirmed by the measurement):")
         for r in e.ruled_out:
