@@ -104,9 +104,10 @@ def test_a_training_step_is_explained_line_by_line(roof):
 
 
 def test_an_elementwise_chain_is_rewritten_to_the_fused_kernel(roof):
-    e = run("a * b + 1", f"a = np.random.rand({N}); b = np.random.rand({N})", roof)
+    # four passes (352 MB) against one (96 MB): several times faster on any machine
+    e = run("a * b + a * 2 - b", f"a = np.random.rand({N}); b = np.random.rand({N})", roof)
     honest(e)
-    assert e.rewrite["statement"] == "chokepoint.fuse('a * b + 1')(a=a, b=b)"
+    assert e.rewrite["statement"] == "chokepoint.fuse('a * b + a * 2 - b')(a=a, b=b)"
     assert e.rewrite["fused"] and e.rewrite["max_ulp"] == 0 and e.rewrite["speedup"] > 1
-    assert "chokepoint.fuse('a * b + 1')" in next(
+    assert "chokepoint.fuse('a * b + a * 2 - b')" in next(
         f.suggestion for f in e.findings if f.kind == "extra-passes")

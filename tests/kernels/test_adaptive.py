@@ -47,12 +47,12 @@ def test_the_engine_records_its_calls_and_values_do_not_change():
     chooser = engine_numba.chooser
     before = dict(chooser.figures)
     try:
-        for _ in range(3):
+        for _ in range(5):  # a variant's first call compiles it: not recorded
             assert np.array_equal(chokepoint.relu(x), expected)
         if chokepoint.get_backend() == "numba":
             size = x.size.bit_length()
             modes = {k[2] for k in chooser.figures if k[:2] == ("relu", size)}
-            assert modes == {"parallel", "serial"}  # both measured within three calls
+            assert modes == {"parallel", "serial"}  # both measured within five calls
     finally:
         chooser.figures.clear()
         chooser.figures.update(before)

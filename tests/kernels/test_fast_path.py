@@ -86,3 +86,13 @@ def test_read_only_out_and_partial_overlap_are_the_general_paths():
     expected = np.maximum(a[1:], 0)
     chokepoint.relu(a[1:], out=a[:-1])  # overlaps its input by all but one element
     assert np.array_equal(a[:-1], expected)
+
+
+def test_a_cached_parameter_does_not_let_an_equal_one_of_another_type_through():
+    x = np.linspace(-1, 1, 10)
+    chokepoint.hardtanh(x, -1.0, 1.0)  # cached for (-1.0, 1.0)
+    chokepoint.leaky_relu(x, 1.0)
+    with pytest.raises(TypeError, match="real number"):
+        chokepoint.hardtanh(x, np.complex128(-1), 1.0)  # == -1.0, hashes alike
+    with pytest.raises(TypeError, match="real number"):
+        chokepoint.leaky_relu(x, True)  # == 1.0

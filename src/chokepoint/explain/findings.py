@@ -283,24 +283,30 @@ def byte_causes(ops: list[OpEvidence], model: Model, memory: Cause,
     chosen = [i for pool in pools for i in pool.seconds]
     seconds = sum(pool.seconds[i] for pool in pools for i in pool.seconds)
     rate = sum(ops[i].nbytes for i in chosen) / seconds if seconds > 0 else 0.0
-    causes = []
     one_pass = model.bytes_inputs + model.result_bytes
     extra = model.bytes_moved - one_pass
+    wasted = (model.result_bytes - model.result_bytes_min
+              if model.narrow_dtype is not None else 0)
+    need_passes = extra / rate if model.passes > 1 and extra > 0 and rate > 0 else 0.0
+    need_wide = wasted / rate if wasted > 0 and rate > 0 else 0.0
+    # both estimates come out of the same time: when it does not hold both, each gets its
+    # part of what there is
+    pool = sum(seconds for p in pools for seconds in p.seconds.values())
+    scale = min(1.0, pool / (need_passes + need_wide)) if need_passes + need_wide > 0 else 0.0
+    causes = []
     passes = Cause("extra-passes", extra={"passes": model.passes, "moved": model.bytes_moved,
                                           "one_pass": one_pass, "extra": extra, "rate": rate})
-    if model.passes > 1 and extra > 0 and rate > 0:
-        passes.extra["seconds"] = _carve(pools, extra / rate)
+    if need_passes:
+        passes.extra["seconds"] = _carve(pools, need_passes * scale)
         passes.facts.append(passes.extra)
     elif model.passes > 1:
         passes.ruled.append(passes.extra)
     causes.append(passes)
-    if model.narrow_dtype is not None and model.result_bytes > model.result_bytes_min \
-            and rate > 0:
-        wasted = model.result_bytes - model.result_bytes_min
+    if need_wide:
         wide = Cause("wide-output", extra={"result": model.result_bytes,
                                            "needed": model.result_bytes_min,
                                            "dtype": str(model.narrow_dtype), "rate": rate})
-        wide.extra["seconds"] = _carve(pools, wasted / rate)
+        wide.extra["seconds"] = _carve(pools, need_wide * scale)
         wide.facts.append(wide.extra)
         causes.append(wide)
     for i, t in elementwise.seconds.items():  # hand the carved time back

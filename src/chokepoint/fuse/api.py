@@ -14,6 +14,7 @@ import builtins
 import functools
 import inspect
 import threading
+import time
 
 import numpy as np
 
@@ -253,17 +254,33 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
             and a.strides == b.strides and a.shape == b.shape and a.dtype == b.dtype)
 
 
+_warm: set[tuple] = set()  # (plan, variant, dtypes) that have run once
+
+
 def _launch(p, masks, out, operands, weak) -> None:
     n = out.size
     if n < engine_numba.PARALLEL_MIN or engine_numba._serial_only:
         codegen.kernel(p, masks, "serial")(out, *operands, *weak)
         return
     with engine_numba._launch_lock:
-        if out.ndim == 1 and engine_numba._streamable(out, tuple(operands)):
+        wide = ("stream" if out.ndim == 1 and engine_numba._streamable(out, tuple(operands))
+                else "parallel")
+        # serial when the calls measured it faster (a busy core): the kernels' own chooser
+        key = ("fuse", id(p), masks)  # a plan lives as long as its Fused (cached per trace)
+        mode = engine_numba.chooser.choose(key, n, wide)
+        start = time.perf_counter()
+        if mode == "stream":
             codegen.kernel(p, masks, "stream")(out, *operands, *weak)
             head = n - n % 8
             if head < n:
                 tail = [o[head:] if any(m) else o for o, m in zip(operands, masks, strict=True)]
                 codegen.kernel(p, masks, "serial")(out[head:], *tail, *weak)
         else:
-            codegen.kernel(p, masks, "parallel")(out, *operands, *weak)
+            codegen.kernel(p, masks, mode)(out, *operands, *weak)
+        seconds = time.perf_counter() - start
+        signature = (key, mode, out.dtype.char,
+                     *(getattr(o, "dtype", type(o)).__str__() for o in operands))
+        if signature in _warm:
+            engine_numba.chooser.record(key, n, mode, seconds)
+        else:  # the first call compiled the kernel: not its speed
+            _warm.add(signature)

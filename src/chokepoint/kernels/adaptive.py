@@ -30,10 +30,11 @@ class Chooser:
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter):
         self.clock = clock
-        # (kernel, size class, variant) -> (seconds per element, when measured)
-        self.figures: dict[tuple[str, int, str], tuple[float, float]] = {}
+        # (kernel, size class, variant) -> (seconds per element, when measured); a kernel is
+        # named by any hashable (the fused kernels by their plan)
+        self.figures: dict[tuple, tuple[float, float]] = {}
 
-    def choose(self, name: str, n: int, default: str) -> str:
+    def choose(self, name, n: int, default: str) -> str:
         """The variant to run for kernel ``name`` on ``n`` elements: ``default`` (the engine's
         parallel or streaming choice) or ``"serial"``."""
         size = n.bit_length()
@@ -48,7 +49,7 @@ class Chooser:
             return default if now - wide[1] > STALE else "serial"
         return "serial" if now - narrow[1] > STALE else default
 
-    def record(self, name: str, n: int, variant: str, seconds: float) -> None:
+    def record(self, name, n: int, variant: str, seconds: float) -> None:
         """What a call of ``variant`` took."""
         key = (name, n.bit_length(), variant)
         per_element = seconds / max(n, 1)

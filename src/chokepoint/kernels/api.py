@@ -230,7 +230,8 @@ _FAST: dict[tuple, tuple] = {}
 
 def _fast_entry(kernel: Kernel | str, dtype: np.dtype, values: tuple):
     name = kernel if isinstance(kernel, str) else kernel.name
-    key = (name, dtype, values)
+    # the types too: complex(-1) == -1.0 == True - 2 hash alike, and only one is a valid slope
+    key = (name, dtype, values, tuple(type(v) for v in values))
     try:
         entry = _FAST.get(key)
     except TypeError:  # an unhashable parameter (an array): the full path says what is wrong
