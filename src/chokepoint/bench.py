@@ -29,6 +29,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "peer's best formulation (see chokepoint.matrix)")
 
 
+def peers():
+    """The peer libraries that are installed: ``(numexpr or None, torch or None)``."""
+    try:
+        import numexpr as ne
+    except ImportError:
+        ne = None
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    return ne, torch
+
+
 def main(argv=None) -> int:
     """Run the benchmark and print medians, ratios to the floor and the required ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -54,14 +67,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"X {shape} float64, {X.nbytes / 1e6:.1f} MB; backend {chokepoint.get_backend()}; "
           f"read bandwidth {bw / 1e9:.1f} GB/s (measured now)")
 
-    try:
-        import numexpr as ne
-    except ImportError:
-        ne = None
-    try:
-        import torch
-    except ImportError:
-        torch = None
+    ne, torch = peers()
 
     _, mask = chokepoint.relu_with_mask(X)
     groups = {

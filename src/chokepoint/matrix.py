@@ -139,19 +139,14 @@ def _time_cell(ours: Callable, peers: dict, min_time: float) -> tuple[float, str
 def cells(sizes=SIZES, dtypes=("float32", "float64"), min_time: float = 0.02,
           progress: Callable[[str], None] | None = None) -> list[Cell]:
     """Time every cell (see the module notes)."""
-    try:
-        import numexpr as ne
-    except ImportError:
-        ne = None
-    try:
-        import torch
-    except ImportError:
-        torch = None
+    from .bench import peers
+
+    ne, torch = peers()
     found = []
     for dtype in dtypes:
         for n in sizes:
-            for kernel, (nbytes, ours, peers) in _cases(n, np.dtype(dtype), ne, torch).items():
-                ours_s, peer, peer_s = _time_cell(ours, peers, min_time)
+            for kernel, (nbytes, ours, rivals) in _cases(n, np.dtype(dtype), ne, torch).items():
+                ours_s, peer, peer_s = _time_cell(ours, rivals, min_time)
                 cell = Cell(kernel, dtype, n, ours_s, peer, peer_s, nbytes)
                 found.append(cell)
                 if progress is not None:
