@@ -116,9 +116,57 @@ def test_keyboard_interrupt_returns_results_so_far(roof):
     def interrupt():
         raise KeyboardInterrupt
 
+    # Ctrl-C while the candidates are set up: those set up so far, checked, not timed
     r = race(["X + 1", interrupt, "X + 2"], "X = np.ones(3)", roof=roof, **FAST)
     assert r.interrupted and "Ctrl-C" in r.interrupted
-    assert len(r.candidates) == 1 and r.candidates[0].median_s > 0
+    assert len(r.candidates) == 1 and r.candidates[0].median_s is None
+    assert "not timed: interrupted" in r.candidates[0].note
+
+
+def test_keyboard_interrupt_while_timed_keeps_the_repeats_so_far(roof):
+    calls = [0]
+
+    def interrupt_later():
+        calls[0] += 1
+        if calls[0] > 3:  # after the value, the calibration and a repeat
+            raise KeyboardInterrupt
+
+    r = race(["X + 1", interrupt_later, "X + 2"], "X = np.ones(3)", roof=roof,
+             min_time=0.0, repeats=5)
+    assert r.interrupted and "Ctrl-C" in r.interrupted
+    assert len(r.candidates) == 3
+    assert all(c.median_s > 0 and 1 <= c.runs < 5 for c in r.candidates)
+    assert "interrupted after" in r.candidates[0].note
+
+
+def test_candidates_are_timed_round_robin(roof):
+    order = []
+
+    def make(name):
+        def fn():
+            order.append(name)
+        fn.__qualname__ = name
+        return fn
+
+    r = race([make("A"), make("B"), make("C")], roof=roof, min_time=0.0, repeats=4)
+    assert all(c.runs == 4 and c.loops == 1 for c in r.candidates)
+    # one call each to get the value, one each to calibrate, then A B C A B C A B C
+    assert order == ["A", "B", "C"] * 5
+
+
+def test_a_candidate_failing_while_timed_fails_alone(roof):
+    calls = [0]
+
+    def fails_later():
+        calls[0] += 1
+        if calls[0] > 2:
+            raise ValueError("only twice")
+
+    r = race(["X + 1", fails_later, "X + 2"], "X = np.ones(3)", roof=roof, **FAST)
+    assert r.interrupted is None
+    ok, failed, other = r.candidates
+    assert failed.error.startswith("ValueError: only twice") and failed.median_s is None
+    assert ok.runs == other.runs == 3 and ok.median_s > 0 and other.agrees is False
 
 
 def test_json_schema_of_design(roof):

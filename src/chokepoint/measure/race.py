@@ -3,7 +3,13 @@
 Each candidate is a statement (a string run in the setup's namespace, as :mod:`timeit` does) or a
 callable. Every candidate gets a fresh setup, so one cannot change another's inputs; a candidate
 that mutates its inputs is detected (its inputs are compared with a copy taken after setup) and
-noted. Timing is :func:`chokepoint.measure.measure`'s autorange.
+noted.
+
+Timing is interleaved (:func:`chokepoint.measure.timer.measure_interleaved`): every candidate is
+set up, checked and warmed first; then each one's loops per repeat are calibrated on its own and
+the repeats alternate, A B C A B C ..., so that a machine drifting during the race (memory
+bandwidth, clock speed, a neighbour's load) hits all candidates alike instead of whichever ran at
+the wrong moment. The price: every candidate's inputs are alive at once while they are timed.
 
 Cache honesty: calling a statement again and again on the same inputs measures the cache when
 its working set fits there. With ``rotate=True`` the timed loop cycles through independent
@@ -30,7 +36,7 @@ from .statements import (
     names_used,
     run_setup,
 )
-from .timer import measure
+from .timer import measure_interleaved
 
 __all__ = ["Candidate", "CandidateResult", "RaceResult", "agreement", "last_level_cache_bytes",
            "race"]
@@ -116,11 +122,12 @@ class CandidateResult:
     cache_hot: bool = field(default=False, repr=False)
     inputs: dict[str, str] = field(default_factory=dict, repr=False)
     elements: int = field(default=0, repr=False)
+    times: list[float] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict:
         """The DESIGN.md fields only."""
         data = asdict(self)
-        for private in ("bytes", "cache_hot", "inputs", "elements"):
+        for private in ("bytes", "cache_hot", "inputs", "elements", "times"):
             data.pop(private)
         return data
 
@@ -276,8 +283,10 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _run_candidate(candidate: Candidate, setup, n, base, *, min_time, repeats, rotate,
-                   cache_bytes) -> tuple[CandidateResult, object]:
+def _prepare(candidate: Candidate, setup, n, base, *, rotate,
+             cache_bytes) -> tuple[CandidateResult, object, Callable[[], object]]:
+    """Set the candidate up, run it once (its value, and the warm-up call) and note what it
+    does to its inputs; returns its result so far, its value and the callable to time."""
     result = CandidateResult(candidate.label)
     code = [candidate.statement] if candidate.statement else []
     namespace = run_setup(setup, n, base, code)
@@ -316,11 +325,57 @@ def _run_candidate(candidate: Candidate, setup, n, base, *, min_time, repeats, r
             result.cache_hot = True
             notes.append(f"cache-hot: working set {working_set / 2**20:.2f} MiB fits in the "
                          f"{cache_bytes / 2**20:.0f} MiB cache")
-    m = measure(timed, min_time=min_time, repeats=repeats, warmup=False)
+    result.note = "; ".join(notes)
+    return result, value, timed
+
+
+def _store(result: CandidateResult, m) -> None:
     result.median_s, result.iqr_s, result.min_s = m.median, m.iqr, m.min
     result.runs, result.loops = m.runs, m.loops
-    result.note = "; ".join(notes)
-    return result, value
+    result.times = list(m.times)
+
+
+def _add_note(result: CandidateResult, note: str) -> None:
+    result.note = "; ".join(filter(None, [result.note, note]))
+
+
+def _time_interleaved(results: list[CandidateResult], fns: list, *, min_time,
+                      repeats) -> str | None:
+    """Time the candidates that are ready (``fns[i]`` not None) round-robin and store their
+    measurements. A candidate raising while timed fails alone (the others are timed again
+    without it); Ctrl-C keeps the repeats measured so far. Returns why the race was
+    interrupted, or None."""
+    alive = [i for i, fn in enumerate(fns) if fn is not None]
+    while alive:
+        try:
+            measured = measure_interleaved([fns[i] for i in alive], min_time=min_time,
+                                           repeats=repeats, warmup=False)
+        except KeyboardInterrupt as exc:
+            partial = getattr(exc, "interleaved_partial", None) or [None] * len(alive)
+            for i, m in zip(alive, partial, strict=True):
+                if m is not None:
+                    _store(results[i], m)
+                    if m.runs < repeats:
+                        _add_note(results[i], f"interrupted after {m.runs} of {repeats} "
+                                              "repeats")
+                else:
+                    _add_note(results[i], "not timed: interrupted")
+            return "interrupted (Ctrl-C)"
+        except (Exception, SystemExit) as exc:
+            failed = getattr(exc, "interleaved_index", None)
+            if failed is None:  # not ours to attribute: every candidate still timed fails
+                failed_all = list(alive)
+            else:
+                failed_all = [alive[failed]]
+            for i in failed_all:
+                results[i].error = f"{_error(exc)} (while timed)"
+                results[i].cache_hot = False
+            alive = [i for i in alive if i not in failed_all]
+            continue
+        for i, m in zip(alive, measured, strict=True):
+            _store(results[i], m)
+        return None
+    return None
 
 
 def race(
@@ -367,7 +422,8 @@ def race(
     roof : Roofline, optional
         The roofline to place results under; measured or loaded from the cache when omitted.
     progress : callable, optional
-        Called with a short description before each candidate runs.
+        Called with a short description before each candidate is set up, and before the
+        round-robin timing of each size.
 
     Returns
     -------
@@ -387,22 +443,33 @@ def race(
     for n in size_list:
         results = []
         values: list = []
+        fns: list = []
         for candidate in specs:
             if progress is not None:
                 progress(candidate.label if n is None else f"{candidate.label}  (n={n})")
             try:
-                res, value = _run_candidate(candidate, setup, n, namespace, min_time=min_time,
-                                            repeats=repeats, rotate=rotate,
-                                            cache_bytes=cache_bytes)
+                res, value, timed = _prepare(candidate, setup, n, namespace, rotate=rotate,
+                                             cache_bytes=cache_bytes)
             except KeyboardInterrupt:
                 interrupted = "interrupted (Ctrl-C)"
                 break
             except (Exception, SystemExit) as exc:
                 # one candidate's failure is its own: a MemoryError or RecursionError (of its
                 # code or its compilation) or a sys.exit() in it leaves the others to run
-                res, value = CandidateResult(candidate.label, error=_error(exc)), None
+                res, value, timed = CandidateResult(candidate.label, error=_error(exc)), None, None
             results.append(res)
             values.append(value)
+            fns.append(timed)
+        if interrupted:
+            for res in results:
+                if res.error is None:
+                    _add_note(res, "not timed: interrupted")
+        else:
+            if progress is not None and len(fns) > 1:
+                progress("timing round-robin" + ("" if n is None else f"  (n={n})"))
+            interrupted = _time_interleaved(results, fns, min_time=min_time, repeats=repeats)
+        del fns  # the candidates' inputs: free them before the next size
+        for candidate, res in zip(specs, results, strict=False):
             sweep[candidate.label].append(res.median_s)
         _compare(results, values, specs, reference, rtol, atol)
         _place(results, roof)
