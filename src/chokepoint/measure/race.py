@@ -10,6 +10,15 @@ set up, checked and warmed first; then each one's loops per repeat are calibrate
 the repeats alternate, A B C A B C ..., so that a machine drifting during the race (memory
 bandwidth, clock speed, a neighbour's load) hits all candidates alike instead of whichever ran at
 the wrong moment. The price: every candidate's inputs are alive at once while they are timed.
+The calibration's repeat is dropped (it is not interleaved).
+
+Each candidate's ``ratio`` is its median over the reference's, with a 95% bootstrap interval
+``ratio_ci`` (:mod:`chokepoint.measure.stats`); an interval containing 1 means the two are
+indistinguishable on this evidence. By construction about one race in twenty of identical
+candidates still gives an interval that misses 1, and two arrays alike in every value can
+differ by a few percent in speed through where they lie in memory; ``rotate=True`` averages
+that out where it applies. A candidate whose IQR exceeds 10% of its median is noted as noisy,
+with the repeats that would pin its median within 5%.
 
 Cache honesty: calling a statement again and again on the same inputs measures the cache when
 its working set fits there. With ``rotate=True`` the timed loop cycles through independent
@@ -36,7 +45,8 @@ from .statements import (
     names_used,
     run_setup,
 )
-from .timer import measure_interleaved
+from .stats import NOISY_IQR, TARGET_PRECISION, bootstrap_ratio, repeats_needed
+from .timer import Measurement, measure_interleaved
 
 __all__ = ["Candidate", "CandidateResult", "RaceResult", "agreement", "last_level_cache_bytes",
            "race"]
@@ -113,6 +123,9 @@ class CandidateResult:
     runs: int = 0
     loops: int = 0
     relative: float | None = None
+    ratio: float | None = None
+    ratio_ci: list[float] | None = None
+    repeats_needed: int | None = None
     gbps: float | None = None
     roof_fraction: float | None = None
     agrees: bool | None = None
@@ -329,7 +342,27 @@ def _prepare(candidate: Candidate, setup, n, base, *, rotate,
     return result, value, timed
 
 
+def _prime(candidate: Candidate, setup, n, base) -> None:
+    """Run the setup once and throw it away, so that the first candidate's inputs are
+    allocated as the others' are. Without it the first candidate's large arrays are the
+    first of their size the allocator sees (glibc maps them on their own, and raises its
+    mmap threshold when they are freed), and the later candidates' come from the heap: the
+    first candidate ran 5-10% faster than identical others here, every time."""
+    try:
+        namespace = run_setup(setup, n, base, [candidate.statement] if candidate.statement
+                              else [])
+        inputs = arrays_in(namespace, _names_used(candidate, namespace))
+        copies = {k: v.copy() for k, v in inputs.items()}
+        del copies, inputs, namespace
+    except (Exception, SystemExit):
+        pass  # the candidate's own setup will fail, and say why
+
+
 def _store(result: CandidateResult, m) -> None:
+    # the first repeat is the calibration's, timed while the others waited (not interleaved)
+    # and the one a first-call outlier lands in: dropped when there are others
+    if m.runs > 1:
+        m = Measurement(times=m.times[1:], loops=m.loops)
     result.median_s, result.iqr_s, result.min_s = m.median, m.iqr, m.min
     result.runs, result.loops = m.runs, m.loops
     result.times = list(m.times)
@@ -349,15 +382,15 @@ def _time_interleaved(results: list[CandidateResult], fns: list, *, min_time,
     while alive:
         try:
             measured = measure_interleaved([fns[i] for i in alive], min_time=min_time,
-                                           repeats=repeats, warmup=False)
+                                           repeats=repeats + 1, warmup=False)
         except KeyboardInterrupt as exc:
             partial = getattr(exc, "interleaved_partial", None) or [None] * len(alive)
             for i, m in zip(alive, partial, strict=True):
                 if m is not None:
                     _store(results[i], m)
-                    if m.runs < repeats:
-                        _add_note(results[i], f"interrupted after {m.runs} of {repeats} "
-                                              "repeats")
+                    if m.runs <= repeats:
+                        _add_note(results[i], f"interrupted after {results[i].runs} of "
+                                              f"{repeats} repeats")
                 else:
                     _add_note(results[i], "not timed: interrupted")
             return "interrupted (Ctrl-C)"
@@ -473,6 +506,7 @@ def race(
             sweep[candidate.label].append(res.median_s)
         _compare(results, values, specs, reference, rtol, atol)
         _place(results, roof)
+        _ratios(results, reference)
         if interrupted:
             break
     return RaceResult(
@@ -522,3 +556,22 @@ def _place(results, roof: Roofline) -> None:
         if r.bytes:
             r.gbps = r.bytes / r.median_s / 1e9
             r.roof_fraction = r.bytes / r.median_s / roof.bandwidth
+
+
+def _ratios(results: list[CandidateResult], reference: int) -> None:
+    """Each candidate's ratio to the reference with its bootstrap interval, and a note on
+    candidates too noisy for their repeats (see :mod:`chokepoint.measure.stats`)."""
+    ref = results[reference] if reference < len(results) else None
+    for i, r in enumerate(results):
+        if not r.times:
+            continue
+        if i != reference and ref is not None and ref.times:
+            r.ratio, low, high = bootstrap_ratio(r.times, ref.times)
+            r.ratio_ci = [low, high]
+        if r.median_s and r.iqr_s is not None and r.iqr_s > NOISY_IQR * r.median_s:
+            r.repeats_needed = needed = repeats_needed(r.median_s, r.iqr_s)
+            spread = f"noisy: IQR is {100 * r.iqr_s / r.median_s:.0f}% of the median"
+            within = f"within ±{100 * TARGET_PRECISION:.0f}%"
+            _add_note(r, f"{spread}; about {needed} repeats would pin the median {within} "
+                         f"(--repeats {needed})" if needed > r.runs else
+                      f"{spread}, though its {r.runs} repeats pin the median {within}")
