@@ -275,3 +275,31 @@ def test_a_noisy_candidate_is_told_how_many_repeats_it_needs():
     assert noisy.iqr_s == pytest.approx(0.2)
     assert noisy.repeats_needed == 54  # IQR 20% of the median: (36.4 * 0.2) ** 2
     assert "IQR is 20% of the median" in noisy.note and "--repeats 54" in noisy.note
+
+
+def test_plot_without_sizes_is_a_bar_chart_with_the_reference_marked(roof, tmp_path):
+    pytest.importorskip("matplotlib", reason="plots need matplotlib")
+    from chokepoint.report.plots import race_figure
+
+    r = race(["X + 1", "X * 2", "1 / 0"], "X = np.ones(1000)", roof=roof, **FAST)
+    fig = race_figure(r)
+    ax = fig.axes[0]
+    bars = [p for p in ax.patches if p.get_height() > 0 and p.get_width() > 0]
+    assert len(bars) == 2  # the failed candidate has no bar
+    assert [bool(b.get_hatch()) for b in bars] == [True, False]  # the reference hatched
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["X + 1\n(reference)", "X * 2"]
+    whiskers = next(c for c in ax.containers if hasattr(c, "has_xerr"))
+    segments = whiskers.lines[2][0].get_segments()
+    assert whiskers.has_xerr and len(segments) == 2
+    for bar, segment, c in zip(bars, segments, r.candidates, strict=False):
+        # whiskers from the first to the third quartile of the repeats, in the bar's units
+        q1, q3 = np.percentile(c.times, [25, 75])
+        (x0, _), (x1, _) = segment
+        assert x0 / bar.get_width() == pytest.approx(q1 / c.median_s)
+        assert x1 / bar.get_width() == pytest.approx(q3 / c.median_s)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    path = r.plot(tmp_path / "bars.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -143,6 +143,11 @@ def race_html(result, *, full: bool = True) -> str:
         body.append("<h2>Time against size</h2>")
         body.append(_figure(lambda: race_figure(result), "sweep-plot",
                             f"sizes {result.sizes}; the table shows n={result.sizes[-1]}"))
+    elif any(c.median_s is not None for c in result.candidates):
+        body.append("<h2>Time per call</h2>")
+        body.append(_figure(lambda: race_figure(result), "bar-plot",
+                            "median time per call of each candidate, whiskers from the first "
+                            "to the third quartile of its repeats; the reference hatched"))
     points = [(c.statement, c.elements / c.bytes, c.elements / c.median_s)
               for c in result.candidates
               if c.median_s and c.bytes and getattr(c, "elements", 0)]
