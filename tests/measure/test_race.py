@@ -1,5 +1,6 @@
 """Races: agreement, failure isolation, mutation, cache notes, sweeps, the plot."""
 
+import importlib
 import json
 
 import numpy as np
@@ -303,3 +304,61 @@ def test_plot_without_sizes_is_a_bar_chart_with_the_reference_marked(roof, tmp_p
     plt.close(fig)
     path = r.plot(tmp_path / "bars.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _stale_roof():
+    import dataclasses
+
+    from tests.conftest import small_roof
+
+    # a cached roofline whose bandwidth is far too low: 0.1 GB/s read
+    return dataclasses.replace(small_roof(), read_bw=1e8)
+
+
+STREAMING = "X = np.ones(2**23)"  # 64 MiB in, 64 MiB out: past any last-level cache here
+
+
+def test_a_stale_roofline_is_noticed_and_its_ceiling_measured_again():
+    stale = _stale_roof()
+    r = race(["X + 1"], STREAMING, roof=stale, **FAST)
+    c = r.candidates[0]
+    assert not c.cache_hot and "cache-hot" not in c.note
+    assert "the roofline no longer holds" in c.note and "0.1 GB/s" in c.note
+    assert "re-measured now" in c.note
+    assert r.machine["roofline_stale"] is True
+    assert r.machine["read_bw_cached"] == 1e8
+    assert r.machine["read_bw"] == r.machine["read_bw_rechecked"] > 1e9
+    assert c.roof_fraction == pytest.approx(c.gbps * 1e9 / r.machine["read_bw"])
+
+
+def test_a_stale_roofline_that_cannot_be_measured_is_said_to_be_stale(monkeypatch):
+    roofline_module = importlib.import_module("chokepoint.measure.roofline")
+
+    def broken(*args, **kwargs):
+        raise MemoryError("no room for the arrays")
+
+    monkeypatch.setattr(roofline_module, "measure_bandwidths", broken)
+    r = race(["X + 1"], STREAMING, roof=_stale_roof(), **FAST)
+    c = r.candidates[0]
+    assert "the roofline is stale" in c.note and "MemoryError" in c.note
+    assert c.roof_fraction > 1 and r.machine["read_bw"] == 1e8  # placed as before
+
+
+def test_the_ceiling_is_measured_once_per_race_and_only_for_streaming_candidates(monkeypatch):
+    roofline_module = importlib.import_module("chokepoint.measure.roofline")
+
+    calls = []
+
+    def fake(nbytes, min_time, kinds=roofline_module.BANDWIDTHS):
+        calls.append((nbytes, min_time, kinds))
+        return {"read_bw": 5e7}  # lower still: the roofline was not what was wrong
+
+    monkeypatch.setattr(roofline_module, "measure_bandwidths", fake)
+    r = race(["X + 1", "X * 2"], "X = np.ones(n)", sizes=[2**22, 2**23], roof=_stale_roof(),
+             **FAST)
+    assert len(calls) == 1 and calls[0][2] == ("read_bw",) and calls[0][1] <= 0.05
+    assert all("no higher: the roofline is not what is wrong" in c.note for c in r.candidates)
+    calls.clear()
+    hot = race(["X + 1"], "X = np.ones(1000)", roof=_stale_roof(), **FAST)
+    assert calls == [] and "cache-hot" in hot.candidates[0].note
+    assert "no longer holds" not in hot.candidates[0].note

@@ -28,7 +28,9 @@ without it a result whose working set fits in that cache says ``cache-hot`` in i
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import importlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .roofline import Roofline, roofline
+from .roofline import ARRAY_BYTES, Roofline, roofline
 from .statements import (
     arrays_in,
     bind_callable,
@@ -468,6 +470,7 @@ def race(
     if not 0 <= reference < len(specs):
         raise ValueError(f"reference must index a candidate (0..{len(specs) - 1})")
     roof = roofline() if roof is None else roof
+    roof_check: dict = {"cached": roof}
     cache_bytes = last_level_cache_bytes()
     size_list = [int(s) for s in sizes] if sizes else [None]
     sweep: dict[str, list[float | None]] = {c.label: [] for c in specs}
@@ -506,12 +509,13 @@ def race(
             sweep[candidate.label].append(res.median_s)
         _compare(results, values, specs, reference, rtol, atol)
         _place(results, roof)
+        roof = _check_roof(results, roof, cache_bytes, roof_check)
         _ratios(results, reference)
         if interrupted:
             break
     return RaceResult(
         reference=specs[reference].label, candidates=results,
-        machine=roof.summary(),
+        machine=_machine(roof, roof_check),
         sizes=[s for s in size_list if s is not None] or None,
         sweep=sweep if sizes else {},
         setup=setup if isinstance(setup, str) else getattr(setup, "__qualname__", ""),
@@ -575,3 +579,76 @@ def _ratios(results: list[CandidateResult], reference: int) -> None:
             _add_note(r, f"{spread}; about {needed} repeats would pin the median {within} "
                          f"(--repeats {needed})" if needed > r.runs else
                       f"{spread}, though its {r.runs} repeats pin the median {within}")
+
+
+#: seconds per repeat of the quick re-measurement of a ceiling a race finds exceeded
+RECHECK_MIN_TIME = 0.02
+
+
+def _recheck_bytes(cache_bytes: int) -> int:
+    """Array size for re-measuring the read ceiling: far above the cache, and quick."""
+    return min(ARRAY_BYTES, max(4 * cache_bytes, 64 * 2**20))
+
+
+def _check_roof(results, roof: Roofline, cache_bytes: int, state: dict) -> Roofline:
+    """A candidate that is not cache-hot cannot outrun the memory it streams from: one above
+    100% of the roof means the cached roofline no longer holds (the machine's bandwidth
+    drifted since it was measured). Re-measure that ceiling quickly, once per race
+    (``measure_bandwidths``, read only), place every candidate under the higher of the two,
+    and say so in the notes of the candidates that were above it. Returns the roof to use."""
+    over = [r for r in results if r.roof_fraction is not None and r.roof_fraction > 1.0
+            and not r.cache_hot]
+    if not over:
+        return roof
+    cached = state["cached"]
+    if roof is not cached:  # re-measured at an earlier size already
+        _still_over(over)
+        return roof
+    if "fresh" not in state:
+        try:
+            # the module (chokepoint.measure.roofline is also the name of a function)
+            module = importlib.import_module(Roofline.__module__)
+            state["fresh"] = module.measure_bandwidths(
+                _recheck_bytes(cache_bytes), RECHECK_MIN_TIME, kinds=("read_bw",))["read_bw"]
+        except (Exception, SystemExit) as exc:  # the race's results stand without it
+            state["fresh"] = None
+            state["error"] = _error(exc)
+    fresh = state["fresh"]
+    when = f"measured {cached.measured_at}" if cached.measured_at else "cached"
+    for r in over:
+        said = (f"ran at {100 * r.roof_fraction:.0f}% of the roofline's read bandwidth "
+                f"({cached.bandwidth / 1e9:.1f} GB/s, {when}) streaming from memory, so "
+                "the roofline no longer holds")
+        if fresh is None:
+            said += (f"; re-measuring it failed ({state['error']}): the roofline is stale, "
+                     "run chokepoint roofline --refresh")
+        elif fresh > cached.bandwidth:
+            said += (f"; re-measured now: {fresh / 1e9:.1f} GB/s, which the % roof uses "
+                     "(chokepoint roofline --refresh updates the cache)")
+        else:
+            said += (f"; re-measured now: {fresh / 1e9:.1f} GB/s, no higher: the roofline "
+                     "is not what is wrong")
+        _add_note(r, said)
+    if fresh is None or fresh <= roof.bandwidth:
+        return roof
+    roof = dataclasses.replace(roof, read_bw=fresh)
+    _place(results, roof)
+    _still_over(over)
+    return roof
+
+
+def _still_over(results) -> None:
+    for r in results:
+        if r.roof_fraction is not None and r.roof_fraction > 1.0:
+            _add_note(r, f"at {100 * r.roof_fraction:.0f}% of the re-measured roof: part of "
+                         "its data comes from a cache, or it moves fewer bytes than counted")
+
+
+def _machine(roof: Roofline, state: dict) -> dict:
+    """The race's ``machine``: the roof's summary, and what a stale roofline's check found."""
+    machine = roof.summary()
+    if "fresh" in state:
+        machine["roofline_stale"] = True
+        machine["read_bw_cached"] = state["cached"].read_bw
+        machine["read_bw_rechecked"] = state["fresh"]
+    return machine
