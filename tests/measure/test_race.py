@@ -174,7 +174,9 @@ def test_a_candidate_failing_while_timed_fails_alone(roof):
 def test_json_schema_of_design(roof):
     r = race(["X + 1", "X + 1.0"], "X = np.ones(3)", roof=roof, **FAST)
     data = json.loads(json.dumps(r.to_dict()))
-    assert set(data) == {"reference", "candidates", "machine"}
+    # DESIGN.md's fields keep their names; the second round adds mode and the ratios
+    assert set(data) == {"reference", "candidates", "machine", "mode"}
+    assert data["mode"] == "in-process"
     assert set(data["candidates"][0]) == {
         "statement", "median_s", "iqr_s", "min_s", "runs", "loops", "relative", "gbps",
         "roof_fraction", "agrees", "error", "note", "ratio", "ratio_ci", "repeats_needed"}

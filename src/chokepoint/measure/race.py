@@ -165,6 +165,8 @@ class RaceResult:
         Label -> median seconds per size (None where it failed).
     setup : str
         The setup, for reports.
+    mode : str
+        ``"in-process"``: every candidate timed in this process (DESIGN.md's ``mode``).
     interrupted : str or None
         Why the race ended early (Ctrl-C), if it did. A candidate that raises (any
         exception, MemoryError, RecursionError and SystemExit included) fails on its own,
@@ -178,12 +180,13 @@ class RaceResult:
     sweep: dict[str, list[float | None]] = field(default_factory=dict)
     setup: str = ""
     interrupted: str | None = None
+    mode: str = "in-process"
 
     def to_dict(self) -> dict:
         """JSON-ready: the DESIGN.md schema, plus ``sizes``/``sweep`` when sizes were swept."""
         data = {"reference": self.reference,
                 "candidates": [c.to_dict() for c in self.candidates],
-                "machine": self.machine}
+                "machine": self.machine, "mode": self.mode}
         if self.sizes:
             data["sizes"] = list(self.sizes)
             data["sweep"] = self.sweep
