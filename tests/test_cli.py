@@ -20,6 +20,9 @@ def test_race_json_is_the_only_stdout(cached_roof):
     assert data["reference"] == "np.maximum(X, 0)"
     assert [c["agrees"] for c in data["candidates"]] == [None, True, False]
     assert data["machine"]["read_bw"] == cached_roof.read_bw
+    assert data["mode"] == "in-process"
+    assert data["candidates"][0]["ratio"] is None and data["candidates"][0]["ratio_ci"] is None
+    assert all(len(c["ratio_ci"]) == 2 and c["ratio"] > 0 for c in data["candidates"][1:])
 
 
 def test_race_table_and_plot(cached_roof, capsys, tmp_path):

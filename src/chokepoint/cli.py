@@ -125,7 +125,7 @@ def run_race(args: argparse.Namespace, statements, namespace: dict | None = None
     """Run a race from parsed options; returns the RaceResult."""
     from .measure.race import race
 
-    total = len(statements) * max(1, len(args.sizes or []))
+    total = (len(statements) + 1) * max(1, len(args.sizes or []))  # + the round-robin timing
     progress = _Progress(total)
     try:
         return race(statements, args.setup, reference=args.reference, sizes=args.sizes,

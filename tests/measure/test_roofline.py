@@ -41,3 +41,13 @@ def test_unreadable_cache_is_measured_again(cached_roof, monkeypatch):
     roofline_module.cache_path().write_text("{not json")
     monkeypatch.setattr(roofline_module, "measure_roofline", lambda **kw: cached_roof)
     assert roofline() == cached_roof
+
+
+def test_measure_bandwidths_measures_only_what_is_asked():
+    from chokepoint.measure.roofline import BANDWIDTHS, measure_bandwidths
+
+    read = measure_bandwidths(8 * 2**20, 0.002, kinds=("read_bw",))
+    assert set(read) == {"read_bw"} and read["read_bw"] > 1e8
+    assert set(measure_bandwidths(8 * 2**20, 0.002)) == set(BANDWIDTHS)
+    with pytest.raises(ValueError, match="unknown"):
+        measure_bandwidths(8 * 2**20, 0.002, kinds=("flops",))

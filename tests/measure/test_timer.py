@@ -4,7 +4,7 @@ import gc
 
 import pytest
 
-from chokepoint.measure import measure
+from chokepoint.measure import measure, measure_interleaved
 
 
 class FakeClock:
@@ -72,3 +72,30 @@ def test_to_dict_and_repr():
     d = m.to_dict()
     assert d["runs"] == 3 and d["median"] == pytest.approx(0.002)
     assert "2 ms" in repr(m)
+
+
+def test_interleaved_keeps_what_was_measured_when_a_callable_raises():
+    calls = {"a": 0, "b": 0}
+
+    def a():
+        calls["a"] += 1
+
+    def b():
+        calls["b"] += 1
+        if calls["b"] > 3:
+            raise ValueError("b")
+
+    with pytest.raises(ValueError) as info:
+        measure_interleaved([a, b], min_time=0.0, repeats=5, warmup=False)
+    assert info.value.interleaved_index == 1
+    first, second = info.value.interleaved_partial
+    assert (first.runs, second.runs) == (4, 3)  # a timed a fourth time before b failed
+
+    def stop():
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as info:
+        measure_interleaved([a, stop, a], min_time=0.0, repeats=3, warmup=False)
+    assert info.value.interleaved_index is None
+    assert info.value.interleaved_partial[0].runs == 1
+    assert info.value.interleaved_partial[1:] == [None, None]

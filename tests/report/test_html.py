@@ -160,3 +160,34 @@ def test_no_plot_without_matplotlib_still_renders(monkeypatch, reports):
     text = sweep.to_html()
     assert "no plot" in text and "candidates" in text
     assert np.isfinite(sweep.candidates[0].median_s)
+
+
+def test_race_without_sizes_has_the_bar_chart_then_the_roofline(tmp_path):
+    pytest.importorskip("matplotlib", reason="the reports' plots need matplotlib")
+    from tests.conftest import small_roof
+
+    r = race(["np.ceil(np.clip(X, 0, 1))", "(X >= 0).view('i1')", "1 / 0"],
+             "X = np.random.randn(300_000)", roof=small_roof(), **FAST)
+    text = r.to_html()
+    bar, roof = text.index("id=\"bar-plot\""), text.index("id=\"roofline-plot\"")
+    assert bar < roof  # the roofline stays the second figure
+    figure = text[bar:roof]
+    assert "<svg" in figure
+    assert "np.ceil(np.clip(X, 0, 1))" in figure and "(reference)" in figure
+    assert "reference median" in figure  # the dashed line's legend
+    assert "x [" in figure  # the other bar carries its ratio and interval
+    assert "sweep-plot" not in text
+    path = tmp_path / "race.html"
+    path.write_text(text, encoding="utf-8")
+    if _browser_available():
+        info, errors, dialogs = _render(path)
+        assert not errors and not dialogs
+        assert {"bar-plot", "roofline-plot"} <= set(info["ids"]) and info["svgs"] >= 2
+
+
+def _browser_available() -> bool:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return False
+    return CHROMIUM is not None

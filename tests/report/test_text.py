@@ -56,3 +56,33 @@ def test_explanation_text_prints_user_strings_as_written():
                      "strides of X[::2] [i]", "np.maximum(X[mask], 0, out=B[red])",
                      "reuses [b]B", "note: X[mask] copies [/x]"]:
         assert expected in text, expected
+
+
+def _ratio_result() -> RaceResult:
+    ref = CandidateResult(statement="np.ceil(np.clip(X, 0, 1))", median_s=4e-3, iqr_s=1e-4,
+                          min_s=3.9e-3, runs=5, loops=1, relative=2.9)
+    same = CandidateResult(statement="np.ceil(np.clip(X, 0.0, 1))", median_s=4.04e-3,
+                           iqr_s=1e-4, min_s=3.9e-3, runs=5, loops=1, relative=2.93,
+                           ratio=1.01, ratio_ci=[0.97, 1.05])
+    fast = CandidateResult(statement="(X >= 0).view('i1')", median_s=1.38e-3, iqr_s=1e-5,
+                           min_s=1.3e-3, runs=5, loops=10, relative=1.0, ratio=0.345,
+                           ratio_ci=[0.33, 0.36])
+    return RaceResult(reference=ref.statement, candidates=[ref, same, fast], machine=MACHINE)
+
+
+def test_race_text_says_indistinguishable_when_the_interval_contains_one():
+    text = race_text(_ratio_result(), width=400)
+    assert "1.01x [0.97, 1.05] indistinguishable" in text
+    assert "0.345x [0.33, 0.36]" in text
+    assert ("np.ceil(np.clip(X, 0.0, 1)) is indistinguishable from np.ceil(np.clip(X, 0, 1)) "
+            "(ratio 1.01, 95% interval [0.97, 1.05], contains 1)") in text
+    assert "(X >= 0).view('i1') is 2.9x faster than np.ceil(np.clip(X, 0, 1))" in text
+    assert text.count("indistinguishable") == 2  # the table and the sentence, not the others
+
+
+def test_race_html_says_indistinguishable_when_the_interval_contains_one():
+    from chokepoint.report.html import race_html
+
+    page = race_html(_ratio_result())
+    assert "1.01x [0.97, 1.05] indistinguishable" in page
+    assert "id=\"ratios\"" in page and "is 2.9x faster than" in page

@@ -3,7 +3,22 @@
 Each candidate is a statement (a string run in the setup's namespace, as :mod:`timeit` does) or a
 callable. Every candidate gets a fresh setup, so one cannot change another's inputs; a candidate
 that mutates its inputs is detected (its inputs are compared with a copy taken after setup) and
-noted. Timing is :func:`chokepoint.measure.measure`'s autorange.
+noted.
+
+Timing is interleaved (:func:`chokepoint.measure.timer.measure_interleaved`): every candidate is
+set up, checked and warmed first; then each one's loops per repeat are calibrated on its own and
+the repeats alternate, A B C A B C ..., so that a machine drifting during the race (memory
+bandwidth, clock speed, a neighbour's load) hits all candidates alike instead of whichever ran at
+the wrong moment. The price: every candidate's inputs are alive at once while they are timed.
+The calibration's repeat is dropped (it is not interleaved).
+
+Each candidate's ``ratio`` is its median over the reference's, with a 95% bootstrap interval
+``ratio_ci`` (:mod:`chokepoint.measure.stats`); an interval containing 1 means the two are
+indistinguishable on this evidence. By construction about one race in twenty of identical
+candidates still gives an interval that misses 1, and two arrays alike in every value can
+differ by a few percent in speed through where they lie in memory; ``rotate=True`` averages
+that out where it applies. A candidate whose IQR exceeds 10% of its median is noted as noisy,
+with the repeats that would pin its median within 5%.
 
 Cache honesty: calling a statement again and again on the same inputs measures the cache when
 its working set fits there. With ``rotate=True`` the timed loop cycles through independent
@@ -13,7 +28,9 @@ without it a result whose working set fits in that cache says ``cache-hot`` in i
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import importlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -21,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .roofline import Roofline, roofline
+from .roofline import ARRAY_BYTES, Roofline, roofline
 from .statements import (
     arrays_in,
     bind_callable,
@@ -30,7 +47,8 @@ from .statements import (
     names_used,
     run_setup,
 )
-from .timer import measure
+from .stats import NOISY_IQR, TARGET_PRECISION, bootstrap_ratio, repeats_needed
+from .timer import Measurement, measure_interleaved
 
 __all__ = ["Candidate", "CandidateResult", "RaceResult", "agreement", "last_level_cache_bytes",
            "race"]
@@ -107,6 +125,9 @@ class CandidateResult:
     runs: int = 0
     loops: int = 0
     relative: float | None = None
+    ratio: float | None = None
+    ratio_ci: list[float] | None = None
+    repeats_needed: int | None = None
     gbps: float | None = None
     roof_fraction: float | None = None
     agrees: bool | None = None
@@ -116,11 +137,12 @@ class CandidateResult:
     cache_hot: bool = field(default=False, repr=False)
     inputs: dict[str, str] = field(default_factory=dict, repr=False)
     elements: int = field(default=0, repr=False)
+    times: list[float] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict:
         """The DESIGN.md fields only."""
         data = asdict(self)
-        for private in ("bytes", "cache_hot", "inputs", "elements"):
+        for private in ("bytes", "cache_hot", "inputs", "elements", "times"):
             data.pop(private)
         return data
 
@@ -143,6 +165,8 @@ class RaceResult:
         Label -> median seconds per size (None where it failed).
     setup : str
         The setup, for reports.
+    mode : str
+        ``"in-process"``: every candidate timed in this process (DESIGN.md's ``mode``).
     interrupted : str or None
         Why the race ended early (Ctrl-C), if it did. A candidate that raises (any
         exception, MemoryError, RecursionError and SystemExit included) fails on its own,
@@ -156,12 +180,13 @@ class RaceResult:
     sweep: dict[str, list[float | None]] = field(default_factory=dict)
     setup: str = ""
     interrupted: str | None = None
+    mode: str = "in-process"
 
     def to_dict(self) -> dict:
         """JSON-ready: the DESIGN.md schema, plus ``sizes``/``sweep`` when sizes were swept."""
         data = {"reference": self.reference,
                 "candidates": [c.to_dict() for c in self.candidates],
-                "machine": self.machine}
+                "machine": self.machine, "mode": self.mode}
         if self.sizes:
             data["sizes"] = list(self.sizes)
             data["sweep"] = self.sweep
@@ -276,8 +301,10 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _run_candidate(candidate: Candidate, setup, n, base, *, min_time, repeats, rotate,
-                   cache_bytes) -> tuple[CandidateResult, object]:
+def _prepare(candidate: Candidate, setup, n, base, *, rotate,
+             cache_bytes) -> tuple[CandidateResult, object, Callable[[], object]]:
+    """Set the candidate up, run it once (its value, and the warm-up call) and note what it
+    does to its inputs; returns its result so far, its value and the callable to time."""
     result = CandidateResult(candidate.label)
     code = [candidate.statement] if candidate.statement else []
     namespace = run_setup(setup, n, base, code)
@@ -316,11 +343,77 @@ def _run_candidate(candidate: Candidate, setup, n, base, *, min_time, repeats, r
             result.cache_hot = True
             notes.append(f"cache-hot: working set {working_set / 2**20:.2f} MiB fits in the "
                          f"{cache_bytes / 2**20:.0f} MiB cache")
-    m = measure(timed, min_time=min_time, repeats=repeats, warmup=False)
+    result.note = "; ".join(notes)
+    return result, value, timed
+
+
+def _prime(candidate: Candidate, setup, n, base) -> None:
+    """Run the setup once and throw it away, so that the first candidate's inputs are
+    allocated as the others' are. Without it the first candidate's large arrays are the
+    first of their size the allocator sees (glibc maps them on their own, and raises its
+    mmap threshold when they are freed), and the later candidates' come from the heap: the
+    first candidate ran 5-10% faster than identical others here, every time."""
+    try:
+        namespace = run_setup(setup, n, base, [candidate.statement] if candidate.statement
+                              else [])
+        inputs = arrays_in(namespace, _names_used(candidate, namespace))
+        copies = {k: v.copy() for k, v in inputs.items()}
+        del copies, inputs, namespace
+    except (Exception, SystemExit):
+        pass  # the candidate's own setup will fail, and say why
+
+
+def _store(result: CandidateResult, m) -> None:
+    # the first repeat is the calibration's, timed while the others waited (not interleaved)
+    # and the one a first-call outlier lands in: dropped when there are others
+    if m.runs > 1:
+        m = Measurement(times=m.times[1:], loops=m.loops)
     result.median_s, result.iqr_s, result.min_s = m.median, m.iqr, m.min
     result.runs, result.loops = m.runs, m.loops
-    result.note = "; ".join(notes)
-    return result, value
+    result.times = list(m.times)
+
+
+def _add_note(result: CandidateResult, note: str) -> None:
+    result.note = "; ".join(filter(None, [result.note, note]))
+
+
+def _time_interleaved(results: list[CandidateResult], fns: list, *, min_time,
+                      repeats) -> str | None:
+    """Time the candidates that are ready (``fns[i]`` not None) round-robin and store their
+    measurements. A candidate raising while timed fails alone (the others are timed again
+    without it); Ctrl-C keeps the repeats measured so far. Returns why the race was
+    interrupted, or None."""
+    alive = [i for i, fn in enumerate(fns) if fn is not None]
+    while alive:
+        try:
+            measured = measure_interleaved([fns[i] for i in alive], min_time=min_time,
+                                           repeats=repeats + 1, warmup=False)
+        except KeyboardInterrupt as exc:
+            partial = getattr(exc, "interleaved_partial", None) or [None] * len(alive)
+            for i, m in zip(alive, partial, strict=True):
+                if m is not None:
+                    _store(results[i], m)
+                    if m.runs <= repeats:
+                        _add_note(results[i], f"interrupted after {results[i].runs} of "
+                                              f"{repeats} repeats")
+                else:
+                    _add_note(results[i], "not timed: interrupted")
+            return "interrupted (Ctrl-C)"
+        except (Exception, SystemExit) as exc:
+            failed = getattr(exc, "interleaved_index", None)
+            if failed is None:  # not ours to attribute: every candidate still timed fails
+                failed_all = list(alive)
+            else:
+                failed_all = [alive[failed]]
+            for i in failed_all:
+                results[i].error = f"{_error(exc)} (while timed)"
+                results[i].cache_hot = False
+            alive = [i for i in alive if i not in failed_all]
+            continue
+        for i, m in zip(alive, measured, strict=True):
+            _store(results[i], m)
+        return None
+    return None
 
 
 def race(
@@ -367,7 +460,8 @@ def race(
     roof : Roofline, optional
         The roofline to place results under; measured or loaded from the cache when omitted.
     progress : callable, optional
-        Called with a short description before each candidate runs.
+        Called with a short description before each candidate is set up, and before the
+        round-robin timing of each size.
 
     Returns
     -------
@@ -379,6 +473,7 @@ def race(
     if not 0 <= reference < len(specs):
         raise ValueError(f"reference must index a candidate (0..{len(specs) - 1})")
     roof = roofline() if roof is None else roof
+    roof_check: dict = {"cached": roof}
     cache_bytes = last_level_cache_bytes()
     size_list = [int(s) for s in sizes] if sizes else [None]
     sweep: dict[str, list[float | None]] = {c.label: [] for c in specs}
@@ -387,30 +482,43 @@ def race(
     for n in size_list:
         results = []
         values: list = []
+        fns: list = []
         for candidate in specs:
             if progress is not None:
                 progress(candidate.label if n is None else f"{candidate.label}  (n={n})")
             try:
-                res, value = _run_candidate(candidate, setup, n, namespace, min_time=min_time,
-                                            repeats=repeats, rotate=rotate,
-                                            cache_bytes=cache_bytes)
+                res, value, timed = _prepare(candidate, setup, n, namespace, rotate=rotate,
+                                             cache_bytes=cache_bytes)
             except KeyboardInterrupt:
                 interrupted = "interrupted (Ctrl-C)"
                 break
             except (Exception, SystemExit) as exc:
                 # one candidate's failure is its own: a MemoryError or RecursionError (of its
                 # code or its compilation) or a sys.exit() in it leaves the others to run
-                res, value = CandidateResult(candidate.label, error=_error(exc)), None
+                res, value, timed = CandidateResult(candidate.label, error=_error(exc)), None, None
             results.append(res)
             values.append(value)
+            fns.append(timed)
+        if interrupted:
+            for res in results:
+                if res.error is None:
+                    _add_note(res, "not timed: interrupted")
+        else:
+            if progress is not None and len(fns) > 1:
+                progress("timing round-robin" + ("" if n is None else f"  (n={n})"))
+            interrupted = _time_interleaved(results, fns, min_time=min_time, repeats=repeats)
+        del fns  # the candidates' inputs: free them before the next size
+        for candidate, res in zip(specs, results, strict=False):
             sweep[candidate.label].append(res.median_s)
         _compare(results, values, specs, reference, rtol, atol)
         _place(results, roof)
+        roof = _check_roof(results, roof, cache_bytes, roof_check)
+        _ratios(results, reference)
         if interrupted:
             break
     return RaceResult(
         reference=specs[reference].label, candidates=results,
-        machine=roof.summary(),
+        machine=_machine(roof, roof_check),
         sizes=[s for s in size_list if s is not None] or None,
         sweep=sweep if sizes else {},
         setup=setup if isinstance(setup, str) else getattr(setup, "__qualname__", ""),
@@ -455,3 +563,95 @@ def _place(results, roof: Roofline) -> None:
         if r.bytes:
             r.gbps = r.bytes / r.median_s / 1e9
             r.roof_fraction = r.bytes / r.median_s / roof.bandwidth
+
+
+def _ratios(results: list[CandidateResult], reference: int) -> None:
+    """Each candidate's ratio to the reference with its bootstrap interval, and a note on
+    candidates too noisy for their repeats (see :mod:`chokepoint.measure.stats`)."""
+    ref = results[reference] if reference < len(results) else None
+    for i, r in enumerate(results):
+        if not r.times:
+            continue
+        if i != reference and ref is not None and ref.times:
+            r.ratio, low, high = bootstrap_ratio(r.times, ref.times)
+            r.ratio_ci = [low, high]
+        if r.median_s and r.iqr_s is not None and r.iqr_s > NOISY_IQR * r.median_s:
+            r.repeats_needed = needed = repeats_needed(r.median_s, r.iqr_s)
+            spread = f"noisy: IQR is {100 * r.iqr_s / r.median_s:.0f}% of the median"
+            within = f"within ±{100 * TARGET_PRECISION:.0f}%"
+            _add_note(r, f"{spread}; about {needed} repeats would pin the median {within} "
+                         f"(--repeats {needed})" if needed > r.runs else
+                      f"{spread}, though its {r.runs} repeats pin the median {within}")
+
+
+#: seconds per repeat of the quick re-measurement of a ceiling a race finds exceeded
+RECHECK_MIN_TIME = 0.02
+
+
+def _recheck_bytes(cache_bytes: int) -> int:
+    """Array size for re-measuring the read ceiling: far above the cache, and quick."""
+    return min(ARRAY_BYTES, max(4 * cache_bytes, 64 * 2**20))
+
+
+def _check_roof(results, roof: Roofline, cache_bytes: int, state: dict) -> Roofline:
+    """A candidate that is not cache-hot cannot outrun the memory it streams from: one above
+    100% of the roof means the cached roofline no longer holds (the machine's bandwidth
+    drifted since it was measured). Re-measure that ceiling quickly, once per race
+    (``measure_bandwidths``, read only), place every candidate under the higher of the two,
+    and say so in the notes of the candidates that were above it. Returns the roof to use."""
+    over = [r for r in results if r.roof_fraction is not None and r.roof_fraction > 1.0
+            and not r.cache_hot]
+    if not over:
+        return roof
+    cached = state["cached"]
+    if roof is not cached:  # re-measured at an earlier size already
+        _still_over(over)
+        return roof
+    if "fresh" not in state:
+        try:
+            # the module (chokepoint.measure.roofline is also the name of a function)
+            module = importlib.import_module(Roofline.__module__)
+            state["fresh"] = module.measure_bandwidths(
+                _recheck_bytes(cache_bytes), RECHECK_MIN_TIME, kinds=("read_bw",))["read_bw"]
+        except (Exception, SystemExit) as exc:  # the race's results stand without it
+            state["fresh"] = None
+            state["error"] = _error(exc)
+    fresh = state["fresh"]
+    when = f"measured {cached.measured_at}" if cached.measured_at else "cached"
+    for r in over:
+        said = (f"ran at {100 * r.roof_fraction:.0f}% of the roofline's read bandwidth "
+                f"({cached.bandwidth / 1e9:.1f} GB/s, {when}) streaming from memory, so "
+                "the roofline no longer holds")
+        if fresh is None:
+            said += (f"; re-measuring it failed ({state['error']}): the roofline is stale, "
+                     "run chokepoint roofline --refresh")
+        elif fresh > cached.bandwidth:
+            said += (f"; re-measured now: {fresh / 1e9:.1f} GB/s, which the % roof uses "
+                     "(chokepoint roofline --refresh updates the cache)")
+        else:
+            said += (f"; re-measured now: {fresh / 1e9:.1f} GB/s, no higher: the roofline "
+                     "is not what is wrong")
+        _add_note(r, said)
+    if fresh is None or fresh <= roof.bandwidth:
+        return roof
+    roof = dataclasses.replace(roof, read_bw=fresh)
+    _place(results, roof)
+    _still_over(over)
+    return roof
+
+
+def _still_over(results) -> None:
+    for r in results:
+        if r.roof_fraction is not None and r.roof_fraction > 1.0:
+            _add_note(r, f"at {100 * r.roof_fraction:.0f}% of the re-measured roof: part of "
+                         "its data comes from a cache, or it moves fewer bytes than counted")
+
+
+def _machine(roof: Roofline, state: dict) -> dict:
+    """The race's ``machine``: the roof's summary, and what a stale roofline's check found."""
+    machine = roof.summary()
+    if "fresh" in state:
+        machine["roofline_stale"] = True
+        machine["read_bw_cached"] = state["cached"].read_bw
+        machine["read_bw_rechecked"] = state["fresh"]
+    return machine

@@ -160,18 +160,38 @@ def measure_interleaved(
     -------
     list of Measurement
         In the order of ``fns``.
+
+    Raises
+    ------
+    BaseException
+        Whatever a callable raises (a KeyboardInterrupt included), with two attributes added
+        so that a caller can keep what was measured: ``interleaved_index``, the index of the
+        callable that raised (None for an interrupt between calls), and
+        ``interleaved_partial``, the Measurement of each callable so far (None for one not
+        calibrated yet).
     """
     if not fns:
         return []
-    first = [measure(fn, min_time=min_time, repeats=1, warmup=warmup, clock=clock)
-             for fn in fns]
-    times = [m.times[:] for m in first]
+    first: list[Measurement] = []
+    times: list[list[float]] = []
+    running = None
     gc_was_enabled = gc.isenabled()
-    gc.disable()
     try:
+        for fn in fns:
+            running = len(first)  # which callable raised, if one does
+            first.append(measure(fn, min_time=min_time, repeats=1, warmup=warmup, clock=clock))
+        times = [m.times[:] for m in first]
+        gc.disable()
         for _ in range(repeats - 1):
-            for fn, m, ts in zip(fns, first, times, strict=True):
-                ts.append(_time_loops(fn, m.loops, clock) / m.loops)
+            for running in range(len(fns)):
+                loops = first[running].loops
+                times[running].append(_time_loops(fns[running], loops, clock) / loops)
+    except BaseException as exc:
+        exc.interleaved_index = running if not isinstance(exc, KeyboardInterrupt) else None
+        exc.interleaved_partial = (
+            [Measurement(times=ts, loops=m.loops) for ts, m in zip(times, first, strict=True)]
+            if times else first[:]) + [None] * (len(fns) - len(first))
+        raise
     finally:
         if gc_was_enabled:
             gc.enable()

@@ -104,6 +104,7 @@ def _figure(make, figure_id: str, caption: str) -> str:
 def race_html(result, *, full: bool = True) -> str:
     """A race as HTML: the machine, the candidates, the sweep plot, the roofline, agreement."""
     from .plots import race_figure, roofline_figure
+    from .text import ratio_text, ratio_words
 
     m = result.machine
     body = ["<div class=\"chokepoint\"><h1>chokepoint race</h1>", _machine(m)]
@@ -117,24 +118,36 @@ def race_html(result, *, full: bool = True) -> str:
         if c.statement == result.reference:
             label += " (reference)"
         if c.error:
-            rows.append([label, "failed", "", "", "", "", "", "", _e(c.error)])
+            rows.append([label, "failed", "", "", "", "", "", "", "", _e(c.error)])
             continue
         rows.append([label, _e(format_seconds(c.median_s)), _e(format_seconds(c.iqr_s)),
-                     _e(format_seconds(c.min_s)), f"{c.relative:.2f}×",
+                     _e(format_seconds(c.min_s)),
+                     f"{c.relative:.2f}×" if c.relative else "–",
+                     _e(ratio_text(c)) if c.ratio is not None else "–",
                      f"{c.gbps:.1f}" if c.gbps is not None else "–",
                      f"{100 * c.roof_fraction:.0f}%" if c.roof_fraction is not None else "–",
                      agrees, _e(c.note)])
     body.append("<h2>Candidates</h2>")
     body.append(_table([("candidate", True), ("median", False), ("± IQR", False),
-                        ("min", False), ("relative", False), ("GB/s", False),
+                        ("min", False), ("relative", False),
+                        ("vs reference (95% CI)", False), ("GB/s", False),
                         ("% roof", False), ("agrees", True), ("note", True)], rows,
                        "candidates"))
+    sentences = [w for w in (ratio_words(c, result.reference) for c in result.candidates) if w]
+    if sentences:
+        body.append("<ul id=\"ratios\">" + "".join(f"<li>{_e(w)}</li>" for w in sentences)
+                    + "</ul>")
     if result.interrupted:
         body.append(f"<p class=\"no\">{_e(result.interrupted)}: results so far.</p>")
     if result.sizes:
         body.append("<h2>Time against size</h2>")
         body.append(_figure(lambda: race_figure(result), "sweep-plot",
                             f"sizes {result.sizes}; the table shows n={result.sizes[-1]}"))
+    elif any(c.median_s is not None for c in result.candidates):
+        body.append("<h2>Time per call</h2>")
+        body.append(_figure(lambda: race_figure(result), "bar-plot",
+                            "median time per call of each candidate, whiskers from the first "
+                            "to the third quartile of its repeats; the reference hatched"))
     points = [(c.statement, c.elements / c.bytes, c.elements / c.median_s)
               for c in result.candidates
               if c.median_s and c.bytes and getattr(c, "elements", 0)]

@@ -34,7 +34,9 @@ def race_figure(result):
     """The race's main figure.
 
     With sizes: time against size, log-log, one line per candidate (as perfplot). Without:
-    a horizontal bar per candidate, its median with the IQR as error bar.
+    a horizontal bar per candidate, its median with whiskers from the first to the third
+    quartile of its repeats, the reference hatched and marked by a dashed line, each bar
+    labelled with its ratio to the reference and that ratio's 95% interval.
     """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
@@ -50,13 +52,68 @@ def race_figure(result):
         ax.grid(True, which="both", alpha=0.3)
         ax.set_title("time against size")
     else:
-        ran = [c for c in result.candidates if c.median_s is not None]
-        ax.barh([_label(c.statement) for c in ran], [c.median_s * 1e3 for c in ran],
-                xerr=[c.iqr_s * 1e3 for c in ran], color="tab:blue")
-        ax.invert_yaxis()
-        ax.set_xlabel("median time per call [ms]")
-        ax.set_title("median time per call")
+        _bars(ax, result)
     return fig
+
+
+def _quartiles(c) -> tuple[float, float]:
+    """A candidate's first and third quartile of seconds per call (its repeats' when known,
+    else the median -+ half the IQR)."""
+    import numpy as np
+
+    times = getattr(c, "times", None)
+    if times:
+        q1, q3 = np.percentile(times, [25, 75])
+        return float(q1), float(q3)
+    half = (c.iqr_s or 0.0) / 2
+    return c.median_s - half, c.median_s + half
+
+
+def _bars(ax, result) -> None:
+    """One horizontal bar per candidate that ran: its median, whiskers from the first to the
+    third quartile, the reference hatched and named, each bar labelled with its ratio."""
+    from ..measure.timer import format_seconds
+
+    ran = [c for c in result.candidates if c.median_s is not None]
+    if not ran:
+        ax.text(0.5, 0.5, "no candidate ran", ha="center", va="center",
+                transform=ax.transAxes)
+        ax.set_axis_off()
+        return
+    scale, unit = next(((s, u) for s, u in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"))
+                        if max(c.median_s for c in ran) >= s), (1e-9, "ns"))
+    medians = [c.median_s / scale for c in ran]
+    quartiles = [_quartiles(c) for c in ran]
+    whiskers = [[max(0.0, m - q1 / scale) for m, (q1, _) in zip(medians, quartiles,
+                                                                 strict=True)],
+                [max(0.0, q3 / scale - m) for m, (_, q3) in zip(medians, quartiles,
+                                                                strict=True)]]
+    is_ref = [c.statement == result.reference for c in ran]
+    labels = [_label(c.statement, 48) + ("\n(reference)" if ref else "")
+              for c, ref in zip(ran, is_ref, strict=True)]
+    bars = ax.barh(labels, medians, xerr=whiskers, capsize=4,
+                   color=["tab:orange" if ref else "tab:blue" for ref in is_ref],
+                   edgecolor="black", linewidth=0.6,
+                   error_kw={"elinewidth": 1.2, "ecolor": "black"})
+    for bar, ref in zip(bars, is_ref, strict=True):
+        if ref:
+            bar.set_hatch("//")
+    reference = next((m for m, ref in zip(medians, is_ref, strict=True) if ref), None)
+    if reference is not None:
+        ax.axvline(reference, color="tab:orange", ls="--", lw=1, label="reference median")
+        ax.legend(fontsize="small", loc="lower right")
+    from .text import ratio_text
+
+    for bar, c, (_, q3) in zip(bars, ran, quartiles, strict=True):
+        text = ("reference" if c.statement == result.reference else ratio_text(c))
+        text = f"{format_seconds(c.median_s)}  {text}" if text != "-" else \
+            format_seconds(c.median_s)
+        ax.text(q3 / scale, bar.get_y() + bar.get_height() / 2, "  " + _label(text, 80),
+                va="center", fontsize="small")
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(q3 for _, q3 in quartiles) / scale * 1.6)
+    ax.set_xlabel(f"median time per call [{unit}], whiskers: first to third quartile")
+    ax.set_title("median time per call (ratio to the reference, 95% interval)")
 
 
 def roofline_figure(points, bandwidth: float, peak: float, *, unit: str = "op"):

@@ -12,7 +12,8 @@ from rich.text import Text
 from ..measure.timer import format_seconds
 
 __all__ = ["escape_markup", "explanation_text", "floor_text", "format_seconds", "line_rate",
-           "lines_table", "plain", "race_table", "race_text", "short_source"]
+           "lines_table", "plain", "race_table", "race_text", "ratio_text", "ratio_words",
+           "short_source"]
 
 
 def escape_markup(text: object) -> str:
@@ -27,6 +28,33 @@ def plain(text: object) -> Text:
     return Text(str(text))
 
 
+def ratio_text(c) -> str:
+    """A candidate's ratio to the reference with its 95% interval: ``0.12x [0.11, 0.13]``,
+    ``1.01x [0.98, 1.04] indistinguishable``; ``-`` without one."""
+    from ..measure.stats import indistinguishable
+
+    if c.ratio is None or c.ratio_ci is None:
+        return "-"
+    low, high = c.ratio_ci
+    text = f"{c.ratio:.3g}x [{low:.3g}, {high:.3g}]"
+    return text + " indistinguishable" if indistinguishable(c.ratio_ci) else text
+
+
+def ratio_words(c, reference: str) -> str | None:
+    """A sentence on a candidate against the reference, or None without a ratio."""
+    from ..measure.stats import indistinguishable
+
+    if c.ratio is None or c.ratio_ci is None:
+        return None
+    low, high = c.ratio_ci
+    interval = f"ratio {c.ratio:.3g}, 95% interval [{low:.3g}, {high:.3g}]"
+    if indistinguishable(c.ratio_ci):
+        return f"{c.statement} is indistinguishable from {reference} ({interval}, contains 1)"
+    if high < 1:
+        return f"{c.statement} is {1 / c.ratio:.3g}x faster than {reference} ({interval})"
+    return f"{c.statement} is {c.ratio:.3g}x slower than {reference} ({interval})"
+
+
 def race_table(result) -> Table:
     """A rich Table of a :class:`~chokepoint.measure.race.RaceResult`."""
     m = result.machine
@@ -34,19 +62,20 @@ def race_table(result) -> Table:
              f" roof: read {m.get('read_bw', 0) / 1e9:.1f} GB/s")
     table = Table(title=title, title_justify="left")
     for name, justify in [("candidate", "left"), ("median", "right"), ("± IQR", "right"),
-                          ("min", "right"), ("relative", "right"), ("GB/s", "right"),
+                          ("min", "right"), ("relative", "right"),
+                          ("vs reference (95% CI)", "right"), ("GB/s", "right"),
                           ("% roof", "right"), ("agrees", "center"), ("note", "left")]:
         table.add_column(name, justify=justify, overflow="fold")
     for c in result.candidates:
         label = plain(c.statement + ("  [reference]" if c.statement == result.reference
                                      else ""))
         if c.error:
-            table.add_row(label, "failed", "", "", "", "", "", "", plain(c.error))
+            table.add_row(label, "failed", "", "", "", "", "", "", "", plain(c.error))
             continue
         agrees = {True: "yes", False: "NO", None: "-"}[c.agrees]
         table.add_row(
             label, format_seconds(c.median_s), format_seconds(c.iqr_s), format_seconds(c.min_s),
-            f"{c.relative:.2f}x" if c.relative else "-",
+            f"{c.relative:.2f}x" if c.relative else "-", ratio_text(c),
             f"{c.gbps:.1f}" if c.gbps is not None else "-",
             f"{100 * c.roof_fraction:.0f}%" if c.roof_fraction is not None else "-",
             agrees, plain(c.note))
@@ -58,6 +87,10 @@ def race_text(result, width: int = 140) -> str:
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, color_system=None)
     console.print(race_table(result))
+    for c in result.candidates:
+        words = ratio_words(c, result.reference)
+        if words:
+            console.print(plain(words))
     if result.sizes:
         console.print(plain(f"sizes swept: {result.sizes}; the table shows "
                             f"n={result.sizes[-1]}"))

@@ -1,0 +1,89 @@
+"""Statistics of timing repeats: a bootstrap interval for the ratio of two medians, and how
+many repeats a noisy measurement would need.
+
+The ratio of a candidate to the reference is the ratio of their median seconds per call. Its
+95% interval is a percentile bootstrap: each candidate's repeats are resampled with
+replacement (independently of the other's), the ratio of the resampled medians is taken, and
+the 2.5% and 97.5% quantiles of many such ratios are the interval. With few repeats (5 is the
+race's default) the bootstrap distribution of a median is coarse and the interval is on the
+narrow side of honest; it is still what says whether a 1.05x difference is there at all.
+
+Randomness comes from a local ``np.random.default_rng(seed)`` with a fixed seed: the same
+repeats always give the same interval, and the global NumPy RNG (the user's) is untouched.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["NOISY_IQR", "bootstrap_ratio", "indistinguishable", "repeats_needed"]
+
+#: a measurement whose IQR is more than this fraction of its median is called noisy (the
+#: threshold torch.utils.benchmark warns at)
+NOISY_IQR = 0.10
+
+#: the precision :func:`repeats_needed` aims at: the median known within +-5% (95%)
+TARGET_PRECISION = 0.05
+
+
+def bootstrap_ratio(times: Sequence[float], reference: Sequence[float], *,
+                    confidence: float = 0.95, resamples: int = 4000,
+                    seed: int = 0) -> tuple[float, float, float]:
+    """``median(times) / median(reference)`` and its bootstrap interval.
+
+    Parameters
+    ----------
+    times, reference : sequence of float
+        Seconds per call of each repeat, of the candidate and of the reference.
+    confidence : float
+        Coverage of the interval (0.95: the 2.5% and 97.5% quantiles).
+    resamples : int
+        Bootstrap resamples.
+    seed : int
+        Seed of the local generator.
+
+    Returns
+    -------
+    (ratio, low, high) : tuple of float
+    """
+    a = np.asarray(times, dtype=float)
+    b = np.asarray(reference, dtype=float)
+    if a.size == 0 or b.size == 0:
+        raise ValueError("bootstrap_ratio needs at least one repeat of each")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+    rng = np.random.default_rng(seed)
+    med_a = np.median(a[rng.integers(0, a.size, (resamples, a.size))], axis=1)
+    med_b = np.median(b[rng.integers(0, b.size, (resamples, b.size))], axis=1)
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(med_a / med_b, [tail, 1 - tail])
+    return float(np.median(a) / np.median(b)), float(low), float(high)
+
+
+def indistinguishable(ci: Sequence[float] | None) -> bool:
+    """Whether an interval ``[low, high]`` of a ratio contains 1."""
+    return ci is not None and ci[0] <= 1.0 <= ci[1]
+
+
+def repeats_needed(median: float, iqr: float, *,
+                   precision: float = TARGET_PRECISION) -> int:
+    """Repeats that would pin ``median`` within ``+-precision`` of itself at 95%, for a
+    measurement whose repeats spread by ``iqr``.
+
+    Why the formula: for n repeats from a distribution with density f at its median, the
+    sample median's standard error is 1 / (2 f(m) sqrt(n)) (its asymptotic normality); for a
+    normal distribution f(m) = 1 / (sigma sqrt(2 pi)), so SE = sqrt(pi / 2) sigma / sqrt(n) =
+    1.2533 sigma / sqrt(n). The IQR of a normal distribution is 1.349 sigma, so sigma is
+    estimated robustly as IQR / 1.349, and SE = 0.929 IQR / sqrt(n). A 95% half-width of
+    1.96 SE at most ``precision * median`` needs n >= (1.96 * 0.929 * IQR / (precision *
+    median))**2, about (36.4 * IQR / median)**2 at 5%: 14 repeats at an IQR of 10% of the
+    median, 54 at 20%. Timing distributions are skewed to the right, so this is a lower
+    bound rather than a promise.
+    """
+    if not median > 0 or not iqr >= 0:
+        return 1
+    se_per_sqrt_n = math.sqrt(math.pi / 2) * iqr / 1.349
+    return max(1, math.ceil((1.96 * se_per_sqrt_n / (precision * median)) ** 2))
