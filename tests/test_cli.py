@@ -168,3 +168,12 @@ def test_a_bad_output_path_keeps_the_results_and_says_why(cached_roof, capsys, t
                  "--html", str(missing / "e.html")]) == 1
     captured = capsys.readouterr()
     assert "operations" in captured.out and "cannot write --html" in captured.err
+
+
+def test_race_processes_option(cached_roof, capsys):
+    assert main(["race", "--json", "-s", "X = np.arange(10.0)", "X + 1", "X + 1.0",
+                 "--processes", "2", "--min-time", "0.001", "--repeats", "2"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["mode"] == "processes"
+    assert [c["agrees"] for c in data["candidates"]] == [None, True]
+    assert all(c["runs"] == 2 for c in data["candidates"])

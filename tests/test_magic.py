@@ -111,3 +111,42 @@ def test_cell_magic_blank_lines_separate_multi_line_candidates(ip, cached_roof):
     assert [c.statement for c in result.candidates] == [
         "Y = np.empty_like(A)\nnp.maximum(A, 0, out=Y)", "chokepoint.relu(A)"]
     assert result.candidates[1].agrees is True
+
+
+def test_race_magic_with_processes(ip, cached_roof):
+    # the workers are fresh interpreters: nothing of the shell's __main__ is re-run there
+    ip.user_ns["A"] = np.arange(-5.0, 5.0)
+    result = ip.run_line_magic("race", '-s "X = A * 2" "np.maximum(X, 0)" "X * (X > 0)" '
+                               "--processes 2 --min-time 0.001 --repeats 2")
+    assert result.mode == "processes"
+    assert [c.agrees for c in result.candidates] == [None, True]
+    assert all("timed in 2 worker processes" in c.note for c in result.candidates)
+    cell = ip.run_cell_magic("race", "--processes 1 --min-time 0.001 --repeats 2",
+                             "A + 1\nA * 2\n")
+    assert cell.mode == "processes" and cell.candidates[1].agrees is False
+
+
+def test_race_with_processes_from_a_real_ipython_process(cached_roof, tmp_path):
+    # pyperf fails inside IPython (its issue #145): its workers re-run the caller's __main__
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "race.ipy"
+    script.write_text(
+        "%load_ext chokepoint\n"
+        "import numpy as np\n"
+        "A = np.random.randn(1000, 1000)\n"
+        "r = %race -s \"X = A.copy()\" \"np.ceil(np.clip(X, 0, 1))\" \"(X >= 0).view('i1')\" "
+        "--processes 2 --min-time 0.005 --repeats 2\n"
+        "import json; print('RESULT', json.dumps(r.to_dict()))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    proc = subprocess.run([sys.executable, "-m", "IPython", "--no-banner", "--quick",
+                           str(script)], capture_output=True, text=True, env=env,
+                          timeout=180, check=True)
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
+    data = json.loads(line[len("RESULT "):])
+    assert data["mode"] == "processes"
+    assert [c["agrees"] for c in data["candidates"]] == [None, True]
+    assert data["candidates"][1]["ratio"] < 1

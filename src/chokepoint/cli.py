@@ -90,6 +90,9 @@ def add_race_arguments(parser: argparse.ArgumentParser, *, statements: bool = Tr
                         help="absolute tolerance for agreement")
     parser.add_argument("--rotate", action="store_true",
                         help="cycle through copies of the inputs when they fit in the cache")
+    parser.add_argument("--processes", type=positive_int, metavar="N",
+                        help="set up and time each candidate in N fresh worker processes "
+                             "(round-robin, repeats merged), as pyperf does")
     parser.add_argument("--json", action="store_true", help="print the result as JSON only")
     parser.add_argument("--plot", metavar="FILE", help="write the main plot (.png or .svg)")
     parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
@@ -125,13 +128,15 @@ def run_race(args: argparse.Namespace, statements, namespace: dict | None = None
     """Run a race from parsed options; returns the RaceResult."""
     from .measure.race import race
 
-    total = (len(statements) + 1) * max(1, len(args.sizes or []))  # + the round-robin timing
+    processes = getattr(args, "processes", None)
+    per_size = len(statements) * processes if processes else len(statements) + 1
+    total = per_size * max(1, len(args.sizes or []))  # in-process: + the round-robin timing
     progress = _Progress(total)
     try:
         return race(statements, args.setup, reference=args.reference, sizes=args.sizes,
                     rtol=args.rtol, atol=args.atol, min_time=args.min_time,
                     repeats=args.repeats, rotate=args.rotate, namespace=namespace,
-                    progress=progress)
+                    progress=progress, processes=processes)
     finally:
         progress.close()
 

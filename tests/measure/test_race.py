@@ -248,11 +248,11 @@ def test_identical_candidates_are_indistinguishable(roof):
 
 def test_the_origin_question_is_far_from_one(roof):
     r = race(["np.ceil(np.clip(X, 0, 1))", "(X >= 0).view('i1')"],
-             "X = np.random.randn(3072, 1000)", roof=roof, min_time=0.01, repeats=7)
+             "X = np.random.randn(3072, 1000)", roof=roof, min_time=0.01, repeats=10)
     fast = r.candidates[1]
     assert fast.agrees is True
     low, high = fast.ratio_ci
-    assert low <= fast.ratio <= high < 0.75, (fast.ratio, fast.ratio_ci)
+    assert low <= fast.ratio <= high < 0.8, (fast.ratio, fast.ratio_ci)
     assert "faster than np.ceil(np.clip(X, 0, 1))" in r.table()
 
 

@@ -40,6 +40,7 @@ import numpy as np
 
 from .roofline import ARRAY_BYTES, Roofline, roofline
 from .statements import (
+    _IDENTIFIER,
     arrays_in,
     bind_callable,
     compile_statement,
@@ -330,13 +331,10 @@ def _prepare(candidate: Candidate, setup, n, base, *, rotate,
     if working_set < cache_bytes:
         copies = min(_MAX_COPIES, math.ceil(2 * cache_bytes / max(working_set, 1)))
         if rotate and copies * working_set >= cache_bytes:
-            fns = [fn] + [_compile(candidate, run_setup(setup, n, base, code))
-                          for _ in range(copies - 1)]
-            state = [0]
-
-            def timed():
-                state[0] = (state[0] + 1) % copies
-                return fns[state[0]]()
+            # the other copies are made by _make_copies, round-robin over candidates
+            fns = [fn]
+            timed = _Rotation(fns, copies, lambda: _compile(candidate,
+                                                            run_setup(setup, n, base, code)))
 
             notes.append(f"rotated among {copies} copies of the inputs")
         else:
@@ -347,27 +345,45 @@ def _prepare(candidate: Candidate, setup, n, base, *, rotate,
     return result, value, timed
 
 
-def _prime(candidate: Candidate, setup, n, base) -> None:
-    """Run the setup once and throw it away, so that the first candidate's inputs are
-    allocated as the others' are. Without it the first candidate's large arrays are the
-    first of their size the allocator sees (glibc maps them on their own, and raises its
-    mmap threshold when they are freed), and the later candidates' come from the heap: the
-    first candidate ran 5-10% faster than identical others here, every time."""
-    try:
-        namespace = run_setup(setup, n, base, [candidate.statement] if candidate.statement
-                              else [])
-        inputs = arrays_in(namespace, _names_used(candidate, namespace))
-        copies = {k: v.copy() for k, v in inputs.items()}
-        del copies, inputs, namespace
-    except (Exception, SystemExit):
-        pass  # the candidate's own setup will fail, and say why
+class _Rotation:
+    """The timed callable of a rotated candidate: each call runs the next copy's."""
+
+    def __init__(self, fns: list, copies: int, make: Callable[[], Callable]):
+        self.fns, self.copies, self.make, self.state = fns, copies, make, 0
+
+    def __call__(self):
+        self.state = (self.state + 1) % self.copies
+        return self.fns[self.state]()
+
+
+def _make_copies(timed: list) -> list[BaseException | None]:
+    """Set up the copies of the rotated candidates among ``timed`` one copy of each in turn
+    (A1 B1 A2 B2 ..., not A1 A2 ... B1 B2 ...), so that they come from the allocator alike:
+    one candidate's copies made after another's lie elsewhere in memory, and identical
+    candidates then differed by up to 10% here. Returns, per candidate, what making its
+    copies raised (None when nothing did); a KeyboardInterrupt propagates."""
+    errors: list[BaseException | None] = [None] * len(timed)
+    rotations = [(i, t) for i, t in enumerate(timed) if isinstance(t, _Rotation)]
+    while True:
+        pending = [(i, t) for i, t in rotations
+                   if errors[i] is None and len(t.fns) < t.copies]
+        if not pending:
+            return errors
+        for i, t in pending:
+            try:
+                t.fns.append(t.make())
+            except (Exception, SystemExit) as exc:
+                errors[i] = exc
 
 
 def _store(result: CandidateResult, m) -> None:
     # the first repeat is the calibration's, timed while the others waited (not interleaved)
     # and the one a first-call outlier lands in: dropped when there are others
-    if m.runs > 1:
-        m = Measurement(times=m.times[1:], loops=m.loops)
+    _set_times(result, m.times[1:] if m.runs > 1 else m.times, m.loops)
+
+
+def _set_times(result: CandidateResult, times: list[float], loops: int) -> None:
+    m = Measurement(times=list(times), loops=loops)
     result.median_s, result.iqr_s, result.min_s = m.median, m.iqr, m.min
     result.runs, result.loops = m.runs, m.loops
     result.times = list(m.times)
@@ -430,6 +446,7 @@ def race(
     namespace: dict | None = None,
     roof: Roofline | None = None,
     progress: Callable[[str], None] | None = None,
+    processes: int | None = None,
 ) -> RaceResult:
     """Time candidates side by side, check that they agree, and place them under the roof.
 
@@ -462,6 +479,12 @@ def race(
     progress : callable, optional
         Called with a short description before each candidate is set up, and before the
         round-robin timing of each size.
+    processes : int, optional
+        Run each candidate's setup and timing in this many fresh worker processes, one at a
+        time, round-robin over processes (pyperf's model; see
+        :mod:`chokepoint.measure.workers`); the repeats are shared among them and merged.
+        The result's ``mode`` is then ``"processes"``. Callables and the variables the code
+        names must pickle (callables by reference: defined in a module).
 
     Returns
     -------
@@ -472,6 +495,9 @@ def race(
         raise ValueError("race needs at least one candidate")
     if not 0 <= reference < len(specs):
         raise ValueError(f"reference must index a candidate (0..{len(specs) - 1})")
+    if processes is not None and (isinstance(processes, bool) or int(processes) != processes
+                                  or processes < 1):
+        raise ValueError(f"processes must be a positive integer, got {processes!r}")
     roof = roofline() if roof is None else roof
     roof_check: dict = {"cached": roof}
     cache_bytes = last_level_cache_bytes()
@@ -480,34 +506,15 @@ def race(
     results: list[CandidateResult] = []
     interrupted = None
     for n in size_list:
-        results = []
-        values: list = []
-        fns: list = []
-        for candidate in specs:
-            if progress is not None:
-                progress(candidate.label if n is None else f"{candidate.label}  (n={n})")
-            try:
-                res, value, timed = _prepare(candidate, setup, n, namespace, rotate=rotate,
-                                             cache_bytes=cache_bytes)
-            except KeyboardInterrupt:
-                interrupted = "interrupted (Ctrl-C)"
-                break
-            except (Exception, SystemExit) as exc:
-                # one candidate's failure is its own: a MemoryError or RecursionError (of its
-                # code or its compilation) or a sys.exit() in it leaves the others to run
-                res, value, timed = CandidateResult(candidate.label, error=_error(exc)), None, None
-            results.append(res)
-            values.append(value)
-            fns.append(timed)
-        if interrupted:
-            for res in results:
-                if res.error is None:
-                    _add_note(res, "not timed: interrupted")
+        if processes is None:
+            results, values, interrupted = _size_in_process(
+                specs, setup, n, namespace, rotate=rotate, cache_bytes=cache_bytes,
+                min_time=min_time, repeats=repeats, progress=progress)
         else:
-            if progress is not None and len(fns) > 1:
-                progress("timing round-robin" + ("" if n is None else f"  (n={n})"))
-            interrupted = _time_interleaved(results, fns, min_time=min_time, repeats=repeats)
-        del fns  # the candidates' inputs: free them before the next size
+            results, values, interrupted = _size_in_processes(
+                specs, setup, n, namespace, processes=processes, rotate=rotate,
+                cache_bytes=cache_bytes, min_time=min_time, repeats=repeats,
+                progress=progress)
         for candidate, res in zip(specs, results, strict=False):
             sweep[candidate.label].append(res.median_s)
         _compare(results, values, specs, reference, rtol, atol)
@@ -523,7 +530,114 @@ def race(
         sweep=sweep if sizes else {},
         setup=setup if isinstance(setup, str) else getattr(setup, "__qualname__", ""),
         interrupted=interrupted,
+        mode="in-process" if processes is None else "processes",
     )
+
+
+def _size_in_process(specs, setup, n, namespace, *, rotate, cache_bytes, min_time, repeats,
+                     progress):
+    """Every candidate set up here, then timed round-robin; returns the results, the values
+    and why the race was interrupted (or None)."""
+    results: list[CandidateResult] = []
+    values: list = []
+    fns: list = []
+    interrupted = None
+    for candidate in specs:
+        if progress is not None:
+            progress(candidate.label if n is None else f"{candidate.label}  (n={n})")
+        try:
+            res, value, timed = _prepare(candidate, setup, n, namespace, rotate=rotate,
+                                         cache_bytes=cache_bytes)
+        except KeyboardInterrupt:
+            interrupted = "interrupted (Ctrl-C)"
+            break
+        except (Exception, SystemExit) as exc:
+            # one candidate's failure is its own: a MemoryError or RecursionError (of its
+            # code or its compilation) or a sys.exit() in it leaves the others to run
+            res, value, timed = CandidateResult(candidate.label, error=_error(exc)), None, None
+        results.append(res)
+        values.append(value)
+        fns.append(timed)
+    if not interrupted:
+        try:
+            for i, exc in enumerate(_make_copies(fns)):
+                if exc is not None:
+                    results[i].error, values[i], fns[i] = _error(exc), None, None
+        except KeyboardInterrupt:
+            interrupted = "interrupted (Ctrl-C)"
+    if interrupted:
+        for res in results:
+            if res.error is None:
+                _add_note(res, "not timed: interrupted")
+        return results, values, interrupted
+    if progress is not None and len(fns) > 1:
+        progress("timing round-robin" + ("" if n is None else f"  (n={n})"))
+    interrupted = _time_interleaved(results, fns, min_time=min_time, repeats=repeats)
+    return results, values, interrupted
+
+
+def _size_in_processes(specs, setup, n, namespace, *, processes, rotate, cache_bytes,
+                       min_time, repeats, progress):
+    """Each candidate set up and timed in ``processes`` fresh worker processes, round-robin
+    over processes (see :mod:`chokepoint.measure.workers`); the repeats of a candidate's
+    workers are merged. Returns as :func:`_size_in_process`."""
+    from .workers import WorkerError, run_in_worker, sendable_namespace
+
+    per_worker = max(1, math.ceil(repeats / processes))
+    results: list[CandidateResult | None] = [None] * len(specs)
+    values: list = [None] * len(specs)
+    times: list[list[float]] = [[] for _ in specs]
+    loops: list[int] = [0] * len(specs)
+    workers = [0] * len(specs)
+    failed: set[int] = set()
+    interrupted = None
+    for k in range(processes):
+        for i, candidate in enumerate(specs):
+            if i in failed:
+                continue
+            if progress is not None:
+                where = "" if n is None else f", n={n}"
+                progress(f"{candidate.label}  (process {k + 1}/{processes}{where})")
+            try:
+                code = [candidate.statement] if candidate.statement else []
+                named = set(_IDENTIFIER.findall(" ".join(
+                    [*code, setup if isinstance(setup, str) else ""])))
+                answer = run_in_worker({
+                    "candidate": candidate, "setup": setup, "n": n,
+                    "base": sendable_namespace(namespace, named), "rotate": rotate,
+                    "cache_bytes": cache_bytes, "min_time": min_time, "repeats": per_worker,
+                    "want_value": k == 0})
+            except KeyboardInterrupt:
+                interrupted = "interrupted (Ctrl-C)"
+                break
+            except (TypeError, WorkerError, OSError) as exc:
+                answer = {"error": str(exc)}
+            if "error" in answer:
+                failed.add(i)
+                if results[i] is None:
+                    results[i] = CandidateResult(candidate.label)
+                results[i].error = answer["error"] + (f" (in process {k + 1})" if k else "")
+                continue
+            if results[i] is None:
+                results[i], values[i] = answer["result"], answer["value"]
+            times[i].extend(answer["times"])
+            loops[i] = max(loops[i], answer["loops"])
+            workers[i] += 1
+        if interrupted:
+            break
+    # a candidate no process reached before Ctrl-C is left out, as in-process races do (only
+    # a tail of them can be)
+    ran = [i for i, r in enumerate(results) if r is not None]
+    for i in ran:
+        r = results[i]
+        if r.error is not None:
+            r.cache_hot = False
+            continue
+        _set_times(r, times[i], loops[i])
+        _add_note(r, f"timed in {workers[i]} worker process{'es' if workers[i] > 1 else ''}")
+        if workers[i] < processes and interrupted:
+            _add_note(r, f"interrupted after {workers[i]} of {processes} processes")
+    return [results[i] for i in ran], [values[i] for i in ran], interrupted
 
 
 def _compare(results, values, specs, reference, rtol, atol) -> None:

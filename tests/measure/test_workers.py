@@ -1,0 +1,60 @@
+"""Races with process isolation: each candidate set up and timed in fresh worker processes."""
+
+import numpy as np
+import pytest
+
+from chokepoint.measure.race import race
+
+FAST = {"min_time": 0.005, "repeats": 4}
+ORIGIN = ["np.ceil(np.clip(X, 0, 1))", "(X >= 0).view('i1')"]
+
+
+def doubled(X):
+    """A module-level callable: pickled by reference, imported by the worker."""
+    return X * 2
+
+
+def test_processes_rank_the_origin_candidates_as_in_process(roof):
+    setup = "X = np.random.randn(3072, 1000)"
+    inside = race(ORIGIN, setup, roof=roof, min_time=0.01, repeats=6)
+    isolated = race(ORIGIN, setup, roof=roof, min_time=0.01, repeats=6, processes=2)
+    assert inside.mode == "in-process" and isolated.to_dict()["mode"] == "processes"
+    for r in (inside, isolated):
+        ref, fast = r.candidates
+        assert fast.agrees is True  # the value came back from the worker and was compared
+        assert fast.ratio_ci[1] < 0.8, (r.mode, fast.ratio, fast.ratio_ci)
+        assert fast.median_s < ref.median_s
+    for c in isolated.candidates:
+        assert c.runs == 6  # 3 repeats in each of 2 processes
+        assert "timed in 2 worker processes" in c.note
+
+
+def test_failures_stay_with_their_candidate_in_processes(roof):
+    def local(X):
+        return X
+
+    r = race(["X + 1", "1 / 0", "import os; os._exit(3)", local, doubled, "print('hi') or X"],
+             "X = np.arange(4.0)", roof=roof, processes=1, **FAST)
+    ok, zero, crash, unsendable, module_level, printing = r.candidates
+    assert ok.median_s > 0 and ok.error is None
+    assert zero.error.startswith("ZeroDivisionError")
+    assert "exited with code 3" in crash.error
+    assert "cannot send" in unsendable.error and "importable" in unsendable.error
+    assert module_level.median_s > 0 and module_level.agrees is False
+    assert printing.agrees is False and printing.error is None  # stdout is not the channel
+
+
+def test_user_variables_go_to_the_worker_and_unpicklable_ones_are_named(roof):
+    user = {"A": np.arange(5.0), "lock": __import__("threading").Lock(), "np": np}
+    r = race(["A * 2", "A + A", "lock.locked() or A", "np.multiply(A, 2)"], namespace=user,
+             roof=roof, processes=1, **FAST)
+    assert r.candidates[1].agrees is True
+    assert "cannot send your variable 'lock'" in r.candidates[2].error
+    assert r.candidates[3].agrees is True  # the module np went by name
+    assert np.array_equal(user["A"], np.arange(5.0))
+
+
+def test_processes_must_be_a_positive_integer(roof):
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="processes"):
+            race(["1"], roof=roof, processes=bad)
