@@ -358,8 +358,10 @@ def _roofline(args: argparse.Namespace) -> int:
           f"(measured {roof.measured_at} in {roof.seconds:.1f} s; cache {cache_path()})")
     print(f"{'':10}{'all threads':>14}{'1 thread':>14}")
     for name in ("read", "write", "copy", "triad"):
+        spread = roof.spread.get(f"{name}_bw")
         print(f"{name + ' B/s':10}{getattr(roof, name + '_bw') / 1e9:>9.1f} GB/s  "
-              f"{getattr(roof, name + '_bw_1t') / 1e9:>9.1f} GB/s")
+              f"{getattr(roof, name + '_bw_1t') / 1e9:>9.1f} GB/s"
+              + (f"  (run-to-run spread {100 * spread:.0f}%)" if spread is not None else ""))
     print(f"{'float64':10}{roof.flops / 1e9:>7.1f} GFLOP/s{roof.flops_1t / 1e9:>7.1f} GFLOP/s"
           "  elementwise multiply-add")
     for name in sorted(roof.gemm):

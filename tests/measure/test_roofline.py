@@ -3,6 +3,7 @@
 import importlib
 import json
 
+import numpy as np
 import pytest
 
 from chokepoint.measure.roofline import measure_roofline, roofline
@@ -19,6 +20,12 @@ def test_measure_small_roofline_is_plausible():
     assert roof.floor_seconds(roof.read_bw) == pytest.approx(1.0)
     assert roof.attainable(1e-6) == pytest.approx(1e-6 * roof.bandwidth)
     assert roof.attainable(1e9) == roof.flops
+    assert set(roof.spread) == {"read_bw", "write_bw", "copy_bw", "triad_bw"}
+    assert all(0 <= v < 10 for v in roof.spread.values())
+    assert set(roof.gemm) == set(roof.gemm_1t) == {"float32", "float64"}
+    assert all(1e8 < v < 1e15 for v in [*roof.gemm.values(), *roof.gemm_1t.values()])
+    assert roof.gemm_ceiling("float16") == roof.gemm["float32"]
+    assert roof.gemm_ceiling(np.complex128) == roof.gemm["float64"]
 
 
 def test_cached_result_is_reused(cached_roof, monkeypatch):

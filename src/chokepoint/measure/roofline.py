@@ -21,7 +21,7 @@ import json
 import os
 import platform
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numba
@@ -96,6 +96,9 @@ class Roofline:
         When, as ISO 8601.
     seconds : float
         How long the measurement took.
+    spread : dict
+        Run-to-run spread of each all-thread bandwidth: interquartile range over median of its
+        five repeats (empty in a roofline cached before it was recorded).
     """
 
     read_bw: float
@@ -113,6 +116,7 @@ class Roofline:
     machine: dict
     measured_at: str
     seconds: float
+    spread: dict = field(default_factory=dict)
 
     @property
     def bandwidth(self) -> float:
@@ -186,7 +190,8 @@ BANDWIDTHS = ("read_bw", "write_bw", "copy_bw", "triad_bw")
 
 
 def measure_bandwidths(nbytes: int, min_time: float,
-                       kinds: tuple[str, ...] = BANDWIDTHS) -> dict[str, float]:
+                       kinds: tuple[str, ...] = BANDWIDTHS,
+                       spreads: dict | None = None) -> dict[str, float]:
     """Read, write, copy and triad bandwidth in B/s on arrays of ``nbytes``, with the threads
     numba has now (the benchmarks use it to measure the floor in their own run; a race
     re-measures the read ceiling it doubts with ``kinds=("read_bw",)``)."""
@@ -198,8 +203,11 @@ def measure_bandwidths(nbytes: int, min_time: float,
     b = np.ones(n) if {"copy_bw", "triad_bw"} & set(kinds) else None
     c = np.ones(n) if "triad_bw" in kinds else None
 
-    def rate(fn, moved):
-        return moved / measure(fn, min_time=min_time, repeats=5).median
+    def rate(fn, moved, kind):
+        m = measure(fn, min_time=min_time, repeats=5)
+        if spreads is not None:  # run-to-run spread: interquartile range over the median
+            spreads[kind] = m.iqr / m.median
+        return moved / m.median
 
     kernels = {
         "read_bw": (lambda: _read(a.view(np.int64)), 1),
@@ -207,7 +215,8 @@ def measure_bandwidths(nbytes: int, min_time: float,
         "copy_bw": (lambda: _copy(b, a), 2),
         "triad_bw": (lambda: _triad(a, b, c, 3.0), 3),
     }
-    return {k: rate(kernels[k][0], kernels[k][1] * a.nbytes) for k in BANDWIDTHS if k in kinds}
+    return {k: rate(kernels[k][0], kernels[k][1] * a.nbytes, k) for k in BANDWIDTHS
+            if k in kinds}
 
 
 def _flop_rate(min_time: float) -> float:
@@ -255,7 +264,9 @@ def measure_roofline(*, nbytes: int = ARRAY_BYTES, min_time: float = 0.1) -> Roo
     """
     started = time.perf_counter()
     threads = numba.get_num_threads()
-    all_threads = {**measure_bandwidths(nbytes, min_time), "flops": _flop_rate(min_time)}
+    spread: dict[str, float] = {}
+    all_threads = {**measure_bandwidths(nbytes, min_time, spreads=spread),
+                   "flops": _flop_rate(min_time)}
     numba.set_num_threads(1)
     try:
         one_thread = {**measure_bandwidths(nbytes, min_time), "flops": _flop_rate(min_time)}
@@ -271,6 +282,7 @@ def measure_roofline(*, nbytes: int = ARRAY_BYTES, min_time: float = 0.1) -> Roo
         machine=machine_info(),
         measured_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         seconds=time.perf_counter() - started,
+        spread=spread,
     )
 
 
