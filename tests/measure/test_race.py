@@ -314,7 +314,7 @@ def _stale_roof():
     from tests.conftest import small_roof
 
     # a cached roofline whose bandwidth is far too low: 0.1 GB/s read
-    return dataclasses.replace(small_roof(), read_bw=1e8)
+    return dataclasses.replace(small_roof(), read_bw=1e8, read_bw_1t=1e8)
 
 
 STREAMING = "X = np.ones(2**23)"  # 64 MiB in, 64 MiB out: past any last-level cache here

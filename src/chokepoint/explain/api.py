@@ -254,7 +254,7 @@ def _floor(tr, model: Model, roof: Roofline) -> dict:
     """The least time: the larger of the memory floor (inputs read once, the result written
     once at its narrowest dtype) and the compute floor (each operation's flops over its
     ceiling: the matmul rate for matrix products, the elementwise rate for the rest)."""
-    compute = sum(op.flops / (roof.gemm_ceiling(_op_dtype(op)) if op.gemm else roof.flops)
+    compute = sum(op.flops / (roof.gemm_ceiling(_op_dtype(op)) if op.gemm else roof.compute)
                   for op in tr.ops if op.flops and not op.is_view)
     memory = roof.floor_seconds(model.bytes_min)
     return {"memory_s": memory, "compute_s": compute, "flops": sum(op.flops for op in tr.ops),

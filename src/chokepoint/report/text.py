@@ -59,7 +59,7 @@ def race_table(result) -> Table:
     """A rich Table of a :class:`~chokepoint.measure.race.RaceResult`."""
     m = result.machine
     title = (f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, {m.get('threads', '?')} threads;"
-             f" roof: read {m.get('read_bw', 0) / 1e9:.1f} GB/s")
+             f" roof: read {m.get('bandwidth', m.get('read_bw', 0)) / 1e9:.1f} GB/s")
     table = Table(title=title, title_justify="left")
     for name, justify in [("candidate", "left"), ("median", "right"), ("± IQR", "right"),
                           ("min", "right"), ("relative", "right"),
@@ -162,7 +162,7 @@ def explanation_text(e, width: int = 120) -> str:
     console.print(plain(e.statement))
     console.print(f"  {format_seconds(e.median_s)} (± {format_seconds(e.iqr_s)} IQR) on "
                   f"{escape_markup(m.get('cpu', '?'))}, {m.get('cores', '?')} cores; "
-                  f"roof {m.get('read_bw', 0) / 1e9:.1f} GB/s read")
+                  f"roof {m.get('bandwidth', m.get('read_bw', 0)) / 1e9:.1f} GB/s read")
     console.print(plain(floor_text(e)))
     sources = {line["source"] for line in e.lines}
     if len(e.lines) > 1 or not all(s.startswith("<") for s in sources):
