@@ -111,3 +111,16 @@ def test_an_elementwise_chain_is_rewritten_to_the_fused_kernel(roof):
     assert e.rewrite["fused"] and e.rewrite["max_ulp"] == 0 and e.rewrite["speedup"] > 1
     assert "chokepoint.fuse('a * b + a * 2 - b')" in next(
         f.suggestion for f in e.findings if f.kind == "extra-passes")
+
+
+def test_a_matmul_ceiling_below_what_the_statement_reached_is_not_a_floor():
+    import dataclasses
+
+    from tests.conftest import small_roof
+
+    stale = dataclasses.replace(small_roof(), gemm={"float32": 1e6, "float64": 1e6},
+                                gemm_1t={"float32": 1e6, "float64": 1e6})
+    e = run("A @ B", "A = np.random.randn(300, 300); B = np.random.randn(300, 300)", stale)
+    assert e.floor_s <= e.median_s * 1.1
+    assert any("no longer holds" in w for w in e.warnings)
+    assert e.findings[0].kind == "compute-bound"

@@ -250,6 +250,34 @@ def _line_rows(tr, rows: list[dict], causes: list[str | None], total: float,
     return out
 
 
+def _checked_ceilings(evidence: list[OpEvidence], roof: Roofline,
+                      total: float) -> tuple[Roofline, list[str]]:
+    """The roofline, with each matmul ceiling raised to what the statement's own matrix
+    products reached where they beat it (a ceiling measured on a busy machine, or a cached one
+    that no longer holds: a floor above the measured time would be no floor), and the warning
+    that says so."""
+    import dataclasses
+
+    gemm, gemm_1t, warned = dict(roof.gemm), dict(roof.gemm_1t), []
+    products = [op for op in evidence if op.gemm and op.flops and op.seconds > 0]
+    # the statement ran all its products in ``total`` at most: their rate was at least this
+    overall = sum(op.flops for op in products) / total if total > 0 else 0.0
+    for op in products:
+        rate = max(op.flops / op.seconds, overall)
+        name = "float32" if np.dtype(op.dtype).itemsize <= 4 else "float64"
+        ceiling = roof.gemm_ceiling(op.dtype)
+        if rate > 1.1 * ceiling and rate > gemm.get(name, 0):
+            gemm[name] = rate
+            warned.append(f"{op.label} reached {rate / 1e9:.1f} GFLOP/s, above the roofline's "
+                          f"{name} matmul ceiling ({ceiling / 1e9:.1f} GFLOP/s, measured "
+                          f"{roof.measured_at}): that ceiling no longer holds, so the floor and "
+                          "the findings use the rate reached (chokepoint roofline --refresh "
+                          "measures it again)")
+    if not warned:
+        return roof, []
+    return dataclasses.replace(roof, gemm=gemm, gemm_1t=gemm_1t), warned
+
+
 def _floor(tr, model: Model, roof: Roofline) -> dict:
     """The least time: the larger of the memory floor (inputs read once, the result written
     once at its narrowest dtype) and the compute floor (each operation's flops over its
@@ -440,6 +468,8 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
     rewrite, suggestion = _measured_rewrite(stmt, ns, inputs, result, timing.median, roof,
                                             min_time, tr)
 
+    roof, stale = _checked_ceilings(evidence, roof, timing.median)
+    warned.extend(stale)
     captures = [c for c in tr.lines if not (stmt.is_expression and c.filename == stmt.filename)]
     in_lines = line_rewrites(captures, min_time=settings.min_time)
     findings, ruled, minor, causes = derive_findings(
