@@ -43,8 +43,8 @@ NUMBA = {
     "logical_and": _logical_and,
     "exp": vecmath.exp,  # vectorisable; libm's exp is a scalar call numba cannot vectorise
     "expm1": vecmath.expm1,
-    "log1p": math.log1p,
-    "erf": math.erf,
+    "log1p": vecmath.log1p,
+    "erf": vecmath.erf,
     "tanh": vecmath.tanh,
 }
 
