@@ -78,7 +78,10 @@ def test_matmul_is_compute_bound_against_the_gemm_ceiling(roof):
     assert "matmul ceiling" in e.findings[0].evidence
     assert e.ops[0]["flops"] == 2 * 1000**3
     assert e.floor["bound"] == "compute"
-    assert e.floor_s == pytest.approx(2e9 / roof.gemm_ceiling("float64"))
+    expected = 2e9 / roof.gemm_ceiling("float64")
+    stale = any("no longer holds" in w for w in e.warnings)  # it beat the cached ceiling
+    assert stale or e.floor_s == pytest.approx(expected)
+    assert e.floor_s <= expected * (1 + 1e-9)
     assert "memory-bound" not in kinds(e)
 
 

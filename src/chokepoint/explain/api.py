@@ -281,8 +281,13 @@ def _checked_ceilings(evidence: list[OpEvidence], roof: Roofline,
 def _floor(tr, model: Model, roof: Roofline) -> dict:
     """The least time: the larger of the memory floor (inputs read once, the result written
     once at its narrowest dtype) and the compute floor (each operation's flops over its
-    ceiling: the matmul rate for matrix products, the elementwise rate for the rest)."""
-    compute = sum(op.flops / (roof.gemm_ceiling(_op_dtype(op)) if op.gemm else roof.compute)
+    ceiling: the matmul rate for matrix products, the higher of the elementwise and the matmul
+    rate for the rest)."""
+    # elementwise flops over the higher of the elementwise rate and the matmul rate: the
+    # elementwise kernel of the roofline is a dependent multiply-add chain (latency-bound), and
+    # no code outruns the machine's matmul, so the higher is still a floor
+    compute = sum(op.flops / (roof.gemm_ceiling(_op_dtype(op)) if op.gemm else
+                              max(roof.compute, roof.gemm_ceiling(_op_dtype(op))))
                   for op in tr.ops if op.flops and not op.is_view)
     memory = roof.floor_seconds(model.bytes_min)
     return {"memory_s": memory, "compute_s": compute, "flops": sum(op.flops for op in tr.ops),
