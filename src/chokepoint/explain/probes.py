@@ -219,12 +219,29 @@ def _with_out(kwargs: dict, buffer) -> dict:
 
 
 def _compared(name: str, op: Op, args, kwargs, buffer, settings: ProbeSettings,
-              detail: str) -> Probe:
-    """A probe of one change: the operation as it was (into ``buffer`` when given) and with the
-    changed arguments, timed round-robin."""
-    before, after = _pair(_call(op, op.args, _with_out(op.kwargs, buffer)),
+              detail: str, base: tuple | None = None) -> Probe:
+    """A probe of one change: the operation as it was (into ``buffer`` when given; on ``base``
+    arguments when given) and with the changed arguments, timed round-robin."""
+    base_args, base_kwargs = base if base is not None else (op.args, op.kwargs)
+    before, after = _pair(_call(op, base_args, _with_out(base_kwargs, buffer)),
                           _call(op, args, _with_out(kwargs, buffer)), settings)
     return Probe(name, before, after, detail)
+
+
+def _fresh_copies(op: Op, scratch: dict) -> tuple | None:
+    """``op``'s arguments with each float operand copied into a new array of its layout, as the
+    value probes' stand-ins are: then the two sides differ in the values only, not in how
+    their memory was obtained (an array allocated by the traced code and a fresh one can differ
+    by 20% in page size and placement)."""
+    def copy(a):
+        if a.dtype.kind != "f":
+            return a
+        key = ("copy", id(a))
+        if key not in scratch:
+            scratch[key] = (a, same_layout(a, a))
+        return scratch[key][1]
+
+    return _replace_arrays(op, copy)
 
 
 def _out_probe(op: Op, base: Measurement, settings: ProbeSettings,
@@ -351,7 +368,8 @@ def _constant_probe(op: Op, settings: ProbeSettings, buffer: np.ndarray | None =
         return None
     args, kwargs = swapped
     return _compared("constant", op, args, kwargs, buffer, settings,
-                     "every float input replaced by a constant (its median)")
+                     "every float input replaced by a constant (its median)",
+                     base=_fresh_copies(op, scratch))
 
 
 def _sorted_probe(op: Op, settings: ProbeSettings, buffer: np.ndarray | None = None,
@@ -377,7 +395,8 @@ def _sorted_probe(op: Op, settings: ProbeSettings, buffer: np.ndarray | None = N
         return None
     args, kwargs = swapped
     return _compared("sorted", op, args, kwargs, buffer, settings,
-                     "float inputs sorted (same values, predictable order)")
+                     "float inputs sorted (same values, predictable order)",
+                     base=_fresh_copies(op, scratch))
 
 
 def _index_arrays(key) -> list[np.ndarray]:
