@@ -7,6 +7,12 @@ from chokepoint.kernels import engine_numba
 from chokepoint.kernels.adaptive import STALE, Chooser
 
 
+def warm(c, name, n):
+    """Each variant's first call (compilation) is not counted: make it."""
+    for variant in ("parallel", "serial"):
+        c.record(name, n, variant, 1.0)
+
+
 class Clock:
     def __init__(self):
         self.now = 0.0
@@ -19,6 +25,7 @@ def test_measures_both_then_runs_the_faster():
     clock = Clock()
     c = Chooser(clock)
     n = 100_000
+    warm(c, "relu", n)
     assert c.choose("relu", n, "parallel") == "parallel"  # the engine's default first
     c.record("relu", n, "parallel", 8e-3)  # a busy core: the call waited for a time slice
     assert c.choose("relu", n, "parallel") == "serial"  # the other one, once
@@ -34,6 +41,8 @@ def test_measures_both_then_runs_the_faster():
 
 def test_size_classes_and_kernels_are_apart():
     c = Chooser(Clock())
+    for name in ("relu", "relu_backward"):
+        warm(c, name, 100_000)
     c.record("relu", 100_000, "parallel", 1.0)
     c.record("relu", 100_000, "serial", 1e-3)
     assert c.choose("relu", 100_000, "parallel") == "serial"
@@ -56,3 +65,13 @@ def test_the_engine_records_its_calls_and_values_do_not_change():
     finally:
         chooser.figures.clear()
         chooser.figures.update(before)
+
+
+def test_a_variants_first_call_is_not_counted():
+    c = Chooser(Clock())
+    c.record("relu", 100_000, "parallel", 0.4, ("d", "d"))  # compiled the kernel
+    assert not c.figures
+    c.record("relu", 100_000, "parallel", 1e-4, ("d", "d"))
+    assert c.figures[("relu", (100_000).bit_length(), "parallel")][0] == 1e-4 / 100_000
+    c.record("relu", 100_000, "parallel", 0.4, ("f", "f"))  # another dtype compiles again
+    assert c.figures[("relu", (100_000).bit_length(), "parallel")][0] == 1e-4 / 100_000

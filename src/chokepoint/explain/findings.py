@@ -21,8 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
-
 from ..measure.roofline import Roofline
 from ..report import words
 from .model import Model
@@ -367,7 +365,3 @@ def _main_causes(n: int, causes: list[Cause]) -> list[str | None]:
                 best[i] = (seconds, cause.kind)
     return [kind for _, kind in best]
 
-
-def dtype_name(value) -> str:
-    """The dtype name of an operation's result, for its compute ceiling."""
-    return str(value.dtype) if isinstance(value, np.ndarray) else "float64"

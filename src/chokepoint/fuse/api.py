@@ -254,9 +254,6 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
             and a.strides == b.strides and a.shape == b.shape and a.dtype == b.dtype)
 
 
-_warm: set[tuple] = set()  # (plan, variant, dtypes) that have run once
-
-
 def _launch(p, masks, out, operands, weak) -> None:
     n = out.size
     if n < engine_numba.PARALLEL_MIN or engine_numba._serial_only:
@@ -277,10 +274,6 @@ def _launch(p, masks, out, operands, weak) -> None:
                 codegen.kernel(p, masks, "serial")(out[head:], *tail, *weak)
         else:
             codegen.kernel(p, masks, mode)(out, *operands, *weak)
-        seconds = time.perf_counter() - start
-        signature = (key, mode, out.dtype.char,
-                     *(getattr(o, "dtype", type(o)).__str__() for o in operands))
-        if signature in _warm:
-            engine_numba.chooser.record(key, n, mode, seconds)
-        else:  # the first call compiled the kernel: not its speed
-            _warm.add(signature)
+        engine_numba.chooser.record(key, n, mode, time.perf_counter() - start,
+                                    (out.dtype.char, *(str(getattr(o, "dtype", type(o)))
+                                                       for o in operands)))

@@ -33,6 +33,7 @@ class Chooser:
         # (kernel, size class, variant) -> (seconds per element, when measured); a kernel is
         # named by any hashable (the fused kernels by their plan)
         self.figures: dict[tuple, tuple[float, float]] = {}
+        self._compiled: set[tuple] = set()  # call signatures that have run once
 
     def choose(self, name, n: int, default: str) -> str:
         """The variant to run for kernel ``name`` on ``n`` elements: ``default`` (the engine's
@@ -49,8 +50,14 @@ class Chooser:
             return default if now - wide[1] > STALE else "serial"
         return "serial" if now - narrow[1] > STALE else default
 
-    def record(self, name, n: int, variant: str, seconds: float) -> None:
-        """What a call of ``variant`` took."""
+    def record(self, name, n: int, variant: str, seconds: float,
+               signature: tuple = ()) -> None:
+        """What a call of ``variant`` took. The first call of each ``signature`` (the dtypes
+        it ran with) is not counted: it compiled the kernel, or loaded it from disk."""
+        compiled = (name, variant, *signature)
+        if compiled not in self._compiled:
+            self._compiled.add(compiled)
+            return
         key = (name, n.bit_length(), variant)
         per_element = seconds / max(n, 1)
         now = self.clock()

@@ -180,7 +180,6 @@ _NAMESPACE = {
 _kernels: dict[tuple[str, str], Callable] = {}
 #: serial or parallel per kernel and size class, from the calls' own times
 chooser = Chooser()
-_warm: set[tuple] = set()  # (kernel, variant, dtypes) that have run once
 _compile_lock = threading.Lock()
 _launch_lock = threading.Lock()
 _serial_only = False
@@ -311,12 +310,8 @@ def _launch(name: str, out: np.ndarray, *args) -> None:
                 _kernel(name, "serial")(*_tail(name, args, head))
         else:
             _kernel(name, mode)(*args)
-        seconds = time.perf_counter() - start
-        signature = (name, mode, *(a.dtype.char for a in args if isinstance(a, np.ndarray)))
-        if signature in _warm:
-            chooser.record(name, n, mode, seconds)
-        else:  # its first call compiled it (or loaded it from the disk cache): not its speed
-            _warm.add(signature)
+        chooser.record(name, n, mode, time.perf_counter() - start,
+                       tuple(a.dtype.char for a in args if isinstance(a, np.ndarray)))
 
 
 def kernel_for(name: str, mode: str) -> Callable:
