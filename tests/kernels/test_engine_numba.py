@@ -112,9 +112,13 @@ def test_no_streaming_stores_into_an_output_that_is_also_an_input():
     assert not engine_numba._streamable(o[: n // 2], ())  # too small to stream
 
 
-def test_only_select_kernels_stream():
+def test_only_select_kernels_stream(monkeypatch):
     # the unrolled streaming lanes stay scalar for exp & co: SiLU 175 ms vs 15.5 ms (issue 9)
     from chokepoint.kernels import engine_numba
+
+    # whatever this machine's cached tuning chose (chokepoint tune)
+    monkeypatch.setattr(engine_numba, "_stream_masks", True)
+    monkeypatch.setattr(engine_numba, "_stream_maps", True)
 
     assert engine_numba._STREAMING_OPS["relu_backward"]
     assert engine_numba._STREAMING_OPS["hardtanh"]
@@ -122,3 +126,5 @@ def test_only_select_kernels_stream():
     assert not engine_numba._STREAMING_OPS["gelu_backward"]
     assert engine_numba._stream_inputs("silu", ()) is None
     assert engine_numba._stream_inputs("mask_backward", (1, 2, 3)) == ()
+    monkeypatch.setattr(engine_numba, "_stream_masks", False)
+    assert engine_numba._stream_inputs("mask_backward", (1, 2, 3)) is None

@@ -243,7 +243,7 @@ def _fast_entry(kernel: Kernel | str, dtype: np.dtype, values: tuple):
             return None  # the full path raises the message
         from . import engine_numba
 
-        entry = _FAST[key] = (engine_numba.kernel_for(op, "serial"),
+        entry = _FAST[key] = (op, engine_numba.kernel_for(op, "serial"),
                               _constants(op, dtype, constants))
     return entry
 
@@ -263,17 +263,17 @@ def _numba():
 def fast(kernel: Kernel | str, arrays: tuple, out, values: tuple, out_dtype=None):
     """The common call of a registry kernel (or of an op without parameters), cheaply.
 
-    Small contiguous native float32 or float64 NumPy arrays of one shape and dtype, ``out``
-    None or such an array (or an input itself), the numba engine: the serial kernel runs
-    directly. Returns None for any other call: the general path then validates and runs it (and
-    raises its errors). Nothing is checked less: what the fast path accepts is what the general
-    path would accept and run the same way (the serial kernel below ``PARALLEL_MIN``).
+    Contiguous native float32 or float64 NumPy arrays of one shape and dtype, ``out`` None or
+    such an array (or an input itself), the numba engine: below ``PARALLEL_MIN`` elements the
+    serial kernel runs directly, above it the engine's launcher (which chooses serial, parallel
+    or streaming). Returns None for any other call: the general path then validates and runs it
+    (and raises its errors). Nothing is checked less: what the fast path accepts is what the
+    general path would accept and run the same way.
     """
     numba_engine = _numba()
     x = arrays[-1]
     dtype = x.dtype
-    if (dtype not in _NATIVE or x.size >= numba_engine.PARALLEL_MIN
-            or not x.flags.c_contiguous or engine() is not numba_engine):
+    if dtype not in _NATIVE or not x.flags.c_contiguous or engine() is not numba_engine:
         return None
     for a in arrays[:-1]:
         if type(a) is not np.ndarray or a.dtype != dtype or a.shape != x.shape \
@@ -292,11 +292,15 @@ def fast(kernel: Kernel | str, arrays: tuple, out, values: tuple, out_dtype=None
         for a in arrays:
             if out is not a and np.may_share_memory(out, a):
                 return None  # a partial overlap: the general path computes it through a buffer
-    run_serial, constants = entry
+    op, run_serial, constants = entry
     if x.ndim == 1:
-        run_serial(*arrays, out, *constants)
+        flat, flat_out = arrays, out
     else:
-        run_serial(*[a.reshape(-1) for a in arrays], out.reshape(-1), *constants)
+        flat, flat_out = [a.reshape(-1) for a in arrays], out.reshape(-1)
+    if x.size < numba_engine.PARALLEL_MIN:
+        run_serial(*flat, flat_out, *constants)
+    else:
+        numba_engine.launch(op, flat_out, *flat, flat_out, *constants)
     return out
 
 
