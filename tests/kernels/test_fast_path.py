@@ -1,4 +1,4 @@
-"""The kernels' fast path: the common call (small contiguous native float arrays) skips the
+"""The kernels' fast path: the common call (contiguous native float arrays) skips the
 general path's layers, and takes nothing the general path would not run the same way."""
 
 import numpy as np
@@ -98,3 +98,39 @@ def test_a_cached_parameter_does_not_let_an_equal_one_of_another_type_through():
         chokepoint.hardtanh(x, np.complex128(-1), 1.0)  # == -1.0, hashes alike
     with pytest.raises(TypeError, match="real number"):
         chokepoint.leaky_relu(x, True)  # == 1.0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [13, 2 * engine_numba.PARALLEL_MIN + 5])
+def test_mask_calls_take_the_fast_path_with_the_same_values(dtype, n, monkeypatch):
+    if chokepoint.get_backend() != "numba":
+        pytest.skip("the fast path is the numba engine's")
+    general = []
+    for name in ("_relu_with_mask_general", "_relu_backward_general"):
+        original = getattr(api, name)
+        monkeypatch.setattr(api, name,
+                            lambda *a, _f=original, **k: general.append(1) or _f(*a, **k))
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((n,)).astype(dtype)
+    x[::5] = 0
+    g = rng.standard_normal(n).astype(dtype)
+    for at_zero in (0, 1):
+        y, mask = chokepoint.relu_with_mask(x, at_zero=at_zero)
+        assert np.array_equal(y, np.maximum(x, 0))
+        out = np.full_like(g, 7)
+        assert chokepoint.relu_backward(g, mask, out=out) is out
+        assert np.array_equal(out, chokepoint.relu_backward(g, x, at_zero=at_zero))
+        assert np.array_equal(np.signbit(out), np.signbit(chokepoint.relu_backward(
+            g, x, at_zero=at_zero)))
+    assert general == []
+    # what the fast path does not take still goes to the general path, and errors still raise
+    with pytest.raises(ValueError, match="at_zero"):
+        chokepoint.relu_backward(g, mask, at_zero=0)
+    with pytest.raises(ValueError, match="shape"):
+        chokepoint.relu_backward(g[:-1], mask)
+    before = out.copy()
+    with pytest.raises((TypeError, ValueError)):
+        chokepoint.relu_backward(g, mask, out=np.empty(n, np.float16))
+    assert np.array_equal(out, before)
+    chokepoint.relu_with_mask(x[::2])
+    assert general == [1, 1, 1, 1]

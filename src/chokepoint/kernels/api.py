@@ -224,6 +224,8 @@ def run(kernel: Kernel, arrays: tuple, out, *values):
 # ---------------------------------------------------------------------------------- fast path
 
 _NATIVE = {np.dtype(np.float32), np.dtype(np.float64)}
+#: the mask kernels' zero per native dtype (made once: a NumPy scalar costs 0.6 us)
+_ZERO = {dtype: dtype.type(0) for dtype in _NATIVE}
 #: (kernel name, dtype, parameter values) -> (serial kernel, constants); filled on first use
 _FAST: dict[tuple, tuple] = {}
 
@@ -260,6 +262,27 @@ def _numba():
     return _numba_engine
 
 
+def _plain_out(arrays: tuple, out, result_dtype) -> np.ndarray | None:
+    """Where the fast path writes: ``out``, or a new array when it is None; None when the call
+    is not one the fast path takes (see :func:`fast`). ``arrays[-1]`` sets shape and dtype."""
+    x = arrays[-1]
+    if not x.flags.c_contiguous:
+        return None
+    for a in arrays[:-1]:
+        if type(a) is not np.ndarray or a.dtype != x.dtype or a.shape != x.shape \
+                or not a.flags.c_contiguous:
+            return None
+    if out is None:
+        return np.empty(x.shape, result_dtype)
+    if (out.dtype != result_dtype or out.shape != x.shape or not out.flags.c_contiguous
+            or not out.flags.writeable):
+        return None
+    for a in arrays:
+        if out is not a and np.may_share_memory(out, a):
+            return None  # a partial overlap: the general path computes it through a buffer
+    return out
+
+
 def fast(kernel: Kernel | str, arrays: tuple, out, values: tuple, out_dtype=None):
     """The common call of a registry kernel (or of an op without parameters), cheaply.
 
@@ -272,26 +295,14 @@ def fast(kernel: Kernel | str, arrays: tuple, out, values: tuple, out_dtype=None
     """
     numba_engine = _numba()
     x = arrays[-1]
-    dtype = x.dtype
-    if dtype not in _NATIVE or not x.flags.c_contiguous or engine() is not numba_engine:
+    if x.dtype not in _NATIVE or engine() is not numba_engine:
         return None
-    for a in arrays[:-1]:
-        if type(a) is not np.ndarray or a.dtype != dtype or a.shape != x.shape \
-                or not a.flags.c_contiguous:
-            return None
-    entry = _fast_entry(kernel, dtype, values)
+    entry = _fast_entry(kernel, x.dtype, values)
     if entry is None:
         return None
-    result_dtype = dtype if out_dtype is None else out_dtype
+    out = _plain_out(arrays, out, x.dtype if out_dtype is None else out_dtype)
     if out is None:
-        out = np.empty(x.shape, result_dtype)
-    else:
-        if (out.dtype != result_dtype or out.shape != x.shape or not out.flags.c_contiguous
-                or not out.flags.writeable):
-            return None
-        for a in arrays:
-            if out is not a and np.may_share_memory(out, a):
-                return None  # a partial overlap: the general path computes it through a buffer
+        return None
     op, run_serial, constants = entry
     if x.ndim == 1:
         flat, flat_out = arrays, out
@@ -499,7 +510,25 @@ def relu_backward(grad, x_or_mask, *, at_zero: int | None = None, out=None) -> n
                       (grad, x_or_mask), out, ())
         if result is not None:
             return result
+    elif (type(x_or_mask) is PackedMask and type(grad) is np.ndarray
+            and (out is None or type(out) is np.ndarray) and type(at_zero) in (type(None), int)):
+        result = _fast_mask_backward(grad, x_or_mask, at_zero, out)
+        if result is not None:
+            return result
     return _relu_backward_general(grad, x_or_mask, at_zero=at_zero, out=out)
+
+
+def _fast_mask_backward(grad: np.ndarray, mask: PackedMask, at_zero, out) -> np.ndarray | None:
+    """:func:`relu_backward` from a mask for plain NumPy arrays (as :func:`fast`), or None."""
+    if (grad.dtype not in _NATIVE or engine() is not _numba() or grad.shape != mask.shape
+            or at_zero not in (None, mask.at_zero)):
+        return None
+    out = _plain_out((grad,), out, grad.dtype)
+    bits = mask.checked_bits("relu_backward")
+    if out is None or np.may_share_memory(out, bits):
+        return None
+    _numba().mask_backward(grad.reshape(-1), bits, out.reshape(-1), _ZERO[grad.dtype])
+    return out
 
 
 def _relu_backward_from_mask(grad, mask: PackedMask, at_zero, out) -> np.ndarray:
@@ -552,3 +581,20 @@ def relu_with_mask(x, *, at_zero: int = 0, out=None) -> tuple[np.ndarray, Packed
     _engine_for(x.dtype).mask_forward(flat_x, flat_out, bits, zero, at_zero)
     finish()
     return result, PackedMask(bits, x.shape, at_zero)
+
+
+_relu_with_mask_general = relu_with_mask
+
+
+@functools.wraps(_relu_with_mask_general)
+def relu_with_mask(x, *, at_zero: int = 0, out=None) -> tuple[np.ndarray, PackedMask]:
+    # the fast path for plain NumPy arrays (as fast()), else dispatch and the general path
+    if (type(x) is np.ndarray and x.dtype in _NATIVE and type(at_zero) is int
+            and at_zero in (0, 1) and (out is None or type(out) is np.ndarray)
+            and engine() is _numba()):
+        y = _plain_out((x,), out, x.dtype)
+        if y is not None:
+            bits = np.empty((x.size + 7) // 8, np.uint8)
+            _numba().mask_forward(x.reshape(-1), y.reshape(-1), bits, _ZERO[x.dtype], at_zero)
+            return y, PackedMask(bits, x.shape, at_zero)
+    return _relu_with_mask_general(x, at_zero=at_zero, out=out)
