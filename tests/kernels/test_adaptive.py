@@ -30,20 +30,45 @@ def test_measures_both_then_runs_the_faster():
     c.record("relu", n, "parallel", 8e-3)  # a busy core: the call waited for a time slice
     assert c.choose("relu", n, "parallel") == "serial"  # the other one, once
     c.record("relu", n, "serial", 1e-4)
+    assert c.choose("relu", n, "parallel") == "parallel"  # lost on one call: once more
+    c.record("relu", n, "parallel", 8e-3)
+    assert c.choose("relu", n, "parallel") == "serial"
+    c.record("relu", n, "serial", 1e-4)
     assert c.choose("relu", n, "parallel") == "serial"
     clock.now += STALE + 1  # the parallel figure is stale: measured again
     assert c.choose("relu", n, "parallel") == "parallel"
     c.record("relu", n, "parallel", 5e-5)  # the core is free again: a fresh figure
     assert c.choose("relu", n, "parallel") == "serial"  # the serial figure is stale too
     c.record("relu", n, "serial", 1e-4)
+    assert c.choose("relu", n, "parallel") == "serial"  # lost on one call: once more
+    c.record("relu", n, "serial", 1e-4)
     assert c.choose("relu", n, "parallel") == "parallel"
+
+
+def test_one_slow_call_does_not_keep_a_variant_off():
+    # the first touch of a new output: one call 80x slower than the ones after it
+    clock = Clock()
+    c = Chooser(clock)
+    n = 2_000_000
+    warm(c, "relu", n)
+    c.record("relu", n, "parallel", 25e-3)
+    assert c.choose("relu", n, "parallel") == "serial"
+    c.record("relu", n, "serial", 0.6e-3)
+    assert c.choose("relu", n, "parallel") == "parallel"  # run again at once, not in 2 s
+    c.record("relu", n, "parallel", 0.3e-3)
+    assert c.choose("relu", n, "parallel") == "serial"  # serial lost on one call too
+    c.record("relu", n, "serial", 0.6e-3)
+    for _ in range(3):
+        assert c.choose("relu", n, "parallel") == "parallel"
+        c.record("relu", n, "parallel", 0.3e-3)
 
 
 def test_size_classes_and_kernels_are_apart():
     c = Chooser(Clock())
     for name in ("relu", "relu_backward"):
         warm(c, name, 100_000)
-    c.record("relu", 100_000, "parallel", 1.0)
+    for _ in range(2):  # a fresh figure takes two calls
+        c.record("relu", 100_000, "parallel", 1.0)
     c.record("relu", 100_000, "serial", 1e-3)
     assert c.choose("relu", 100_000, "parallel") == "serial"
     assert c.choose("relu", 30_000_000, "parallel") == "parallel"  # another size class
