@@ -120,6 +120,7 @@ def test_race_magic_with_processes(ip, cached_roof):
                                "--processes 2 --min-time 0.001 --repeats 2")
     assert result.mode == "processes"
     assert [c.agrees for c in result.candidates] == [None, True]
+    assert all(c.workers == 2 for c in result.candidates)
     assert all("timed in 2 worker processes" in c.note for c in result.candidates)
     cell = ip.run_cell_magic("race", "--processes 1 --min-time 0.001 --repeats 2",
                              "A + 1\nA * 2\n")

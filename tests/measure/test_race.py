@@ -11,15 +11,30 @@ from chokepoint.measure.race import agreement, race
 FAST = {"min_time": 0.001, "repeats": 3}
 
 
-def test_agreement_after_promotion_notes_dtype():
-    ok, note = agreement(np.array([0, 1, 1], np.int8), np.array([0.0, 1.0, 1.0]))
-    assert ok and "int8" in note
+def test_agreement_after_promotion_returns_the_dtype_difference():
+    ok, mismatch, dtypes = agreement(np.array([0, 1, 1], np.int8), np.array([0.0, 1.0, 1.0]))
+    assert ok and mismatch is None
+    assert dtypes == {"dtype": "int8", "expected": "float64"}
 
 
 def test_agreement_catches_a_wrong_value_and_says_where():
-    ok, note = agreement(np.array([[0, 1], [1, 0]]), np.array([[0, 1], [1, 1]]))
-    assert not ok
-    assert "1 of 4" in note and "(1, 1)" in note
+    ok, mismatch, dtypes = agreement(np.array([[0, 1], [1, 0]]), np.array([[0, 1], [1, 1]]))
+    assert not ok and dtypes is None
+    assert mismatch == {"kind": "values", "count": 1, "total": 4, "first_index": [1, 1],
+                        "value": 0, "expected": 1}
+    assert type(mismatch["value"]) is int  # a Python number: JSON-ready
+
+
+def test_agreement_of_shapes_scalars_and_the_incomparable():
+    assert agreement(np.zeros(3), np.zeros((3, 1)))[1] == {
+        "kind": "shape", "shape": [3], "expected_shape": [3, 1]}
+    ok, mismatch, _ = agreement(np.float64(2.5), np.float64(1.0))
+    assert not ok and mismatch["first_index"] == [] and mismatch["value"] == 2.5
+    ok, mismatch, _ = agreement(np.array(["a"]), np.array([1.0]))
+    assert not ok and mismatch["value"] == "a" and mismatch["expected"] == 1.0
+    ok, mismatch, dtypes = agreement(np.zeros(2, dtype=[("a", "f8")]), np.zeros(2))
+    assert not ok and mismatch["kind"] == "incomparable" and mismatch["error"]
+    assert dtypes == {"dtype": "[('a', '<f8')]", "expected": "float64"}
 
 
 def test_agreement_shape_nan_and_tolerance():
@@ -35,10 +50,15 @@ def test_race_reports_fields_and_agreement(roof):
     ref, fast, wrong = r.candidates
     assert r.reference == "np.ceil(np.clip(X, 0, 1))"
     assert ref.agrees is None and fast.agrees is True and wrong.agrees is False
+    assert wrong.mismatch["kind"] == "values" and wrong.mismatch["total"] == 20000
+    assert wrong.dtype_differs == {"dtype": "bool", "expected": "float64"}
+    assert fast.mismatch is None and fast.dtype_differs == {"dtype": "int8",
+                                                            "expected": "float64"}
     assert "differs" in wrong.note
     for c in r.candidates:
         assert c.median_s > 0 and c.runs == 3 and c.loops >= 1
         assert c.gbps > 0 and c.roof_fraction == pytest.approx(c.gbps * 1e9 / roof.bandwidth)
+        assert c.cache_hot and c.copies is None and 0 < c.bytes < c.cache_bytes
         assert "cache-hot" in c.note
     assert min(c.relative for c in r.candidates) == pytest.approx(1.0)
 
@@ -53,15 +73,17 @@ def test_failed_candidate_does_not_stop_the_others(roof):
 def test_candidates_get_fresh_inputs_and_mutation_is_noted(roof):
     r = race(["X.sort()", "X.copy()"], "X = np.arange(10.0)[::-1].copy()", reference=1,
              roof=roof, **FAST)
+    assert r.candidates[0].mutates == ["X"] and r.candidates[0].writes == []
+    assert r.candidates[1].mutates == []  # got its own X
     assert "mutates its inputs (X)" in r.candidates[0].note
-    assert "mutates" not in r.candidates[1].note  # got its own X
 
 
 def test_out_buffer_is_output_not_mutation(roof):
     r = race(["np.add(X, 1, out=Y)", "X + 1"], "X = np.ones(100); Y = np.empty(100)",
              roof=roof, **FAST)
+    assert r.candidates[0].writes == ["Y"] and r.candidates[0].mutates == []
+    assert r.candidates[1].writes == []
     assert "writes its result into Y" in r.candidates[0].note
-    assert "mutates" not in r.candidates[0].note
     assert r.candidates[1].agrees is True
 
 
@@ -75,6 +97,8 @@ def test_non_deterministic_setup_is_not_compared(roof):
     r = race(["X + 0", "X * 1"], "X = np.random.default_rng().standard_normal(5)",
              roof=roof, **FAST)
     assert r.candidates[1].agrees is None
+    assert r.candidates[1].not_compared == "other-inputs"
+    assert r.candidates[1].differing_inputs == ["X"]
     assert "deterministic" in r.candidates[1].note
 
 
@@ -90,10 +114,11 @@ def test_callables_and_labels(roof):
 
 def test_rotation_among_copies(roof):
     r = race(["X + 1"], "X = np.ones(400_000)", rotate=True, roof=roof, **FAST)
+    assert r.candidates[0].copies > 1 and not r.candidates[0].cache_hot
     assert "rotated among" in r.candidates[0].note
-    assert "cache-hot" not in r.candidates[0].note
     tiny = race(["X + 1"], "X = np.ones(10)", rotate=True, roof=roof, **FAST)
-    assert "cache-hot" in tiny.candidates[0].note  # 64 copies still fit: said, not hidden
+    # 64 copies still fit: said, not hidden
+    assert tiny.candidates[0].cache_hot and tiny.candidates[0].copies is None
 
 
 def test_size_sweep_and_plot(roof, tmp_path):
@@ -121,6 +146,7 @@ def test_keyboard_interrupt_returns_results_so_far(roof):
     r = race(["X + 1", interrupt, "X + 2"], "X = np.ones(3)", roof=roof, **FAST)
     assert r.interrupted and "Ctrl-C" in r.interrupted
     assert len(r.candidates) == 1 and r.candidates[0].median_s is None
+    assert r.candidates[0].interrupted and r.candidates[0].runs == 0
     assert "not timed: interrupted" in r.candidates[0].note
 
 
@@ -137,6 +163,7 @@ def test_keyboard_interrupt_while_timed_keeps_the_repeats_so_far(roof):
     assert r.interrupted and "Ctrl-C" in r.interrupted
     assert len(r.candidates) == 3
     assert all(c.median_s > 0 and 1 <= c.runs < 5 for c in r.candidates)
+    assert all(c.interrupted and c.runs_planned == 5 for c in r.candidates)
     assert "interrupted after" in r.candidates[0].note
 
 
@@ -179,11 +206,28 @@ def test_json_schema_of_design(roof):
     assert data["mode"] == "in-process"
     assert set(data["candidates"][0]) == {
         "statement", "median_s", "iqr_s", "min_s", "runs", "loops", "relative", "gbps",
-        "roof_fraction", "agrees", "error", "note", "ratio", "ratio_ci", "repeats_needed"}
+        "roof_fraction", "agrees", "error", "note", "ratio", "ratio_ci", "repeats_needed",
+        # what notes said in words, as fields (issue 12.7)
+        "writes", "mutates", "copies", "cache_hot", "bytes", "cache_bytes", "mismatch",
+        "dtype_differs", "not_compared", "differing_inputs", "interrupted", "runs_planned",
+        "workers", "workers_planned", "stale_roof"}
     ref, other = data["candidates"]
     assert ref["ratio"] is None and ref["ratio_ci"] is None
     low, high = other["ratio_ci"]
     assert low <= other["ratio"] <= high
+
+
+def test_json_has_the_structured_fields_and_the_note_in_words(roof):
+    r = race(["X + 1", "np.add(X, 1, out=Y)", "X + 1 + (X > 2)"],
+             "X = np.arange(5.0); Y = np.empty(5)", roof=roof, **FAST)
+    ref, into, wrong = json.loads(json.dumps(r.to_dict()))["candidates"]
+    assert into["writes"] == ["Y"] and into["mutates"] == [] and into["agrees"] is True
+    assert "writes its result into Y" in into["note"]
+    assert wrong["mismatch"] == {"kind": "values", "count": 2, "total": 5,
+                                 "first_index": [3], "value": 5.0, "expected": 4.0}
+    assert wrong["note"].startswith("differs at 2 of 5 elements, first at index (3,) "
+                                    "(5.0 vs 4.0)")
+    assert ref["mismatch"] is None and ref["cache_hot"] is True and ref["runs_planned"] == 3
 
 
 def test_bad_arguments(roof):
@@ -236,7 +280,7 @@ def test_identical_candidates_are_indistinguishable(roof):
         r = race(["X.copy()", "X.copy()"], "X = np.random.randn(100_000)", rotate=True,
                  roof=roof, min_time=0.01, repeats=10)
         ref, same = r.candidates
-        assert "rotated among" in same.note
+        assert same.copies > 1
         assert ref.ratio is None and ref.ratio_ci is None
         seen.append((same.ratio, same.ratio_ci))
         low, high = same.ratio_ci
@@ -325,6 +369,8 @@ def test_a_stale_roofline_is_noticed_and_its_ceiling_measured_again():
     r = race(["X + 1"], STREAMING, roof=stale, **FAST)
     c = r.candidates[0]
     assert not c.cache_hot and "cache-hot" not in c.note
+    assert c.stale_roof["fraction"] > 1 and c.stale_roof["bandwidth"] == 1e8
+    assert c.stale_roof["rechecked"] > 1e9 and c.stale_roof["error"] is None
     assert "the roofline no longer holds" in c.note and "0.1 GB/s" in c.note
     assert "re-measured now" in c.note
     assert r.machine["roofline_stale"] is True
@@ -342,6 +388,7 @@ def test_a_stale_roofline_that_cannot_be_measured_is_said_to_be_stale(monkeypatc
     monkeypatch.setattr(roofline_module, "measure_bandwidths", broken)
     r = race(["X + 1"], STREAMING, roof=_stale_roof(), **FAST)
     c = r.candidates[0]
+    assert c.stale_roof["rechecked"] is None and "MemoryError" in c.stale_roof["error"]
     assert "the roofline is stale" in c.note and "MemoryError" in c.note
     assert c.roof_fraction > 1 and r.machine["read_bw"] == 1e8  # placed as before
 
@@ -362,5 +409,5 @@ def test_the_ceiling_is_measured_once_per_race_and_only_for_streaming_candidates
     assert all("no higher: the roofline is not what is wrong" in c.note for c in r.candidates)
     calls.clear()
     hot = race(["X + 1"], "X = np.ones(1000)", roof=_stale_roof(), **FAST)
-    assert calls == [] and "cache-hot" in hot.candidates[0].note
-    assert "no longer holds" not in hot.candidates[0].note
+    assert calls == [] and hot.candidates[0].cache_hot
+    assert hot.candidates[0].stale_roof is None

@@ -26,6 +26,7 @@ def test_processes_rank_the_origin_candidates_as_in_process(roof):
         assert fast.median_s < ref.median_s
     for c in isolated.candidates:
         assert c.runs == 6  # 3 repeats in each of 2 processes
+        assert c.workers == c.workers_planned == 2 and not c.interrupted
         assert "timed in 2 worker processes" in c.note
 
 
@@ -42,6 +43,19 @@ def test_failures_stay_with_their_candidate_in_processes(roof):
     assert "cannot send" in unsendable.error and "importable" in unsendable.error
     assert module_level.median_s > 0 and module_level.agrees is False
     assert printing.agrees is False and printing.error is None  # stdout is not the channel
+
+
+def test_the_structured_fields_come_back_from_the_worker(roof):
+    r = race(["X + 1", "np.add(X, 1, out=Y)", "X.fill(7)", "X + 2"],
+             "X = np.arange(5.0); Y = np.empty(5)", roof=roof, processes=1, **FAST)
+    _, into, fills, wrong = r.candidates
+    assert into.writes == ["Y"] and into.agrees is True
+    assert fills.mutates == ["X"] and fills.mismatch == {"kind": "no-value"}
+    assert wrong.mismatch["first_index"] == [0] and wrong.mismatch["count"] == 5
+    for c in r.candidates:
+        assert c.cache_hot and c.cache_bytes > c.bytes > 0
+        assert c.workers == c.workers_planned == 1 and c.runs_planned == FAST["repeats"]
+    assert r.to_dict()["candidates"][1]["writes"] == ["Y"]
 
 
 def test_user_variables_go_to_the_worker_and_unpicklable_ones_are_named(roof):

@@ -14,7 +14,8 @@ MACHINE = {"cpu": "test cpu", "cores": 2, "threads": 2, "read_bw": 20e9}
 
 def _race_result(interrupted=None) -> RaceResult:
     ok = [CandidateResult(statement=s, median_s=1e-6, iqr_s=1e-7, min_s=1e-6, runs=3,
-                          loops=10, relative=1.0, agrees=True, note=f"note {s}")
+                          loops=10, relative=1.0, agrees=False,
+                          mismatch={"kind": "incomparable", "error": f"note {s}"})
           for s in HOSTILE]
     failed = CandidateResult(statement="X[[/b]]", error="IndexError: [/b] bad [index]")
     return RaceResult(reference=HOSTILE[0], candidates=[*ok, failed], machine=MACHINE,

@@ -3,7 +3,7 @@
 Each candidate is a statement (a string run in the setup's namespace, as :mod:`timeit` does) or a
 callable. Every candidate gets a fresh setup, so one cannot change another's inputs; a candidate
 that mutates its inputs is detected (its inputs are compared with a copy taken after setup) and
-noted.
+named in its ``mutates``.
 
 Timing is interleaved (:func:`chokepoint.measure.timer.measure_interleaved`): every candidate is
 set up, checked and warmed first; then each one's loops per repeat are calibrated on its own and
@@ -17,13 +17,17 @@ Each candidate's ``ratio`` is its median over the reference's, with a 95% bootst
 indistinguishable on this evidence. By construction about one race in twenty of identical
 candidates still gives an interval that misses 1, and two arrays alike in every value can
 differ by a few percent in speed through where they lie in memory; ``rotate=True`` averages
-that out where it applies. A candidate whose IQR exceeds 10% of its median is noted as noisy,
-with the repeats that would pin its median within 5%.
+that out where it applies. A candidate whose IQR exceeds 10% of its median is noisy: its
+``repeats_needed`` are the repeats that would pin its median within 5%.
 
 Cache honesty: calling a statement again and again on the same inputs measures the cache when
 its working set fits there. With ``rotate=True`` the timed loop cycles through independent
 copies of the inputs (setup run again for each copy), enough to exceed the last-level cache;
-without it a result whose working set fits in that cache says ``cache-hot`` in its note.
+without it a result whose working set fits in that cache is ``cache_hot``.
+
+What the race finds out about a candidate (its ``out=`` buffers, the inputs it mutates, its
+copies, how it disagrees, why it was not compared, ...) is kept as fields of its
+:class:`CandidateResult`; the words are :func:`chokepoint.report.words.race_note`'s.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from .statements import (
     names_used,
     run_setup,
 )
-from .stats import NOISY_IQR, TARGET_PRECISION, bootstrap_ratio, repeats_needed
+from .stats import NOISY_IQR, bootstrap_ratio, repeats_needed
 from .timer import Measurement, measure_interleaved
 
 __all__ = ["Candidate", "CandidateResult", "RaceResult", "agreement", "last_level_cache_bytes",
@@ -117,7 +121,80 @@ class Candidate:
 
 @dataclass
 class CandidateResult:
-    """One candidate's result; the fields of the race JSON (see DESIGN.md)."""
+    """One candidate's result: the fields of the race JSON (see DESIGN.md).
+
+    What the race found out about a candidate besides its times is kept as fields, never as
+    sentences; :attr:`note` (and the reports) put them into words with
+    :func:`chokepoint.report.words.race_note`.
+
+    Attributes
+    ----------
+    statement : str
+        The candidate's label.
+    median_s, iqr_s, min_s : float or None
+        Seconds per call over its repeats; None when it was not timed.
+    runs, loops : int
+        Timing repeats kept, and calls per repeat.
+    relative : float or None
+        Its median over the fastest candidate's.
+    ratio, ratio_ci : float, [float, float] or None
+        Its median over the reference's, with the 95% bootstrap interval.
+    repeats_needed : int or None
+        Set when the candidate is noisy (IQR over 10% of the median): about how many repeats
+        would pin its median within 5%.
+    gbps, roof_fraction : float or None
+        ``bytes`` over the median, in GB/s and as a fraction of the roof's read bandwidth.
+    agrees : bool or None
+        Whether its value agrees with the reference's; None for the reference, a failed
+        candidate or one not compared (see ``not_compared``).
+    error : str or None
+        ``"Type: message"`` of what it raised; it was then not timed.
+    writes : list of str
+        The inputs its result lives in (``out=`` buffers): its output, not inputs it mutates.
+    mutates : list of str
+        The inputs it changes (not those in ``writes``): later calls see changed data.
+    copies : int or None
+        The copies of its inputs the timed loop rotated among (``rotate=True``); None when
+        not rotated.
+    cache_hot : bool
+        Its working set (``bytes``) fits in the last-level cache (``cache_bytes``) and was not
+        rotated: it was timed from the cache.
+    bytes : int or None
+        Its inputs read once (those in ``writes`` left out) plus its result written once: what
+        ``gbps`` counts, and its working set.
+    cache_bytes : int or None
+        The last-level cache size its working set was compared with.
+    mismatch : dict or None
+        How its value disagrees with the reference's, with a ``kind``: ``"values"`` with
+        ``count`` of ``total`` elements differing, the ``first_index`` (a list; empty for a
+        scalar), its ``value`` there and the reference's ``expected`` (numbers as numbers,
+        anything else as text); ``"shape"`` with ``shape`` and ``expected_shape``;
+        ``"incomparable"`` with the ``error`` comparing raised; ``"no-value"`` when it
+        returns None and the reference does not.
+    dtype_differs : dict or None
+        ``{"dtype": its value's dtype, "expected": the reference's}`` when they differ (the
+        values are compared after promotion, so it may still agree).
+    not_compared : str or None
+        Why it was not compared with the reference: ``"reference-failed"``, or
+        ``"other-inputs"`` (its setup gave inputs other than the reference's, named in
+        ``differing_inputs``: the setup is not deterministic).
+    differing_inputs : list of str
+        With ``not_compared == "other-inputs"``: the inputs that differ.
+    interrupted : bool
+        Ctrl-C ended the race before its timing was complete: it has ``runs`` of
+        ``runs_planned`` repeats (0: not timed), or, with processes, was timed in ``workers``
+        of ``workers_planned`` processes.
+    runs_planned : int or None
+        The repeats asked for.
+    workers, workers_planned : int or None
+        The worker processes it was timed in, and the race's ``processes``; None in-process.
+    stale_roof : dict or None
+        Set when it was not cache-hot yet ran above 100% of the cached roofline's read
+        bandwidth: ``fraction`` of it (None when the ceiling was re-measured at an earlier
+        size of a sweep), the cached ``bandwidth`` (bytes/s) and when it was ``measured_at``,
+        the ceiling ``rechecked`` now (None when that failed, with its ``error``). Its
+        ``roof_fraction`` is against the higher of the two.
+    """
 
     statement: str
     median_s: float | None = None
@@ -133,19 +210,39 @@ class CandidateResult:
     roof_fraction: float | None = None
     agrees: bool | None = None
     error: str | None = None
-    note: str = ""
-    bytes: int | None = field(default=None, repr=False)
-    cache_hot: bool = field(default=False, repr=False)
+    writes: list[str] = field(default_factory=list)
+    mutates: list[str] = field(default_factory=list)
+    copies: int | None = None
+    cache_hot: bool = False
+    bytes: int | None = None
+    cache_bytes: int | None = None
+    mismatch: dict | None = None
+    dtype_differs: dict[str, str] | None = None
+    not_compared: str | None = None
+    differing_inputs: list[str] = field(default_factory=list)
+    interrupted: bool = False
+    runs_planned: int | None = None
+    workers: int | None = None
+    workers_planned: int | None = None
+    stale_roof: dict | None = None
     inputs: dict[str, str] = field(default_factory=dict, repr=False)
     elements: int = field(default=0, repr=False)
     times: list[float] = field(default_factory=list, repr=False)
 
+    @property
+    def note(self) -> str:
+        """The fields above in words, as the reports print them (DESIGN.md's ``note``)."""
+        from ..report.words import race_note
+
+        return race_note(self)
+
     def to_dict(self) -> dict:
-        """The DESIGN.md fields only."""
+        """The DESIGN.md fields, ``note`` composed from the structured fields that follow."""
         data = asdict(self)
-        for private in ("bytes", "cache_hot", "inputs", "elements", "times"):
+        for private in ("inputs", "elements", "times"):
             data.pop(private)
-        return data
+        head = list(data)[:list(data).index("error") + 1]
+        return {**{k: data.pop(k) for k in head}, "note": self.note, **data}
 
 
 @dataclass
@@ -237,20 +334,34 @@ class RaceResult:
 
 # ------------------------------------------------------------------------------ agreement
 
+def _scalar(x) -> object:
+    """An element for JSON: a number as a Python number, anything else as its text."""
+    x = x.item() if isinstance(x, np.generic) else x
+    return x if isinstance(x, bool | int | float) else str(x)
+
+
 def agreement(result, reference, *, rtol: float | None = None,
-              atol: float | None = None) -> tuple[bool, str]:
-    """Whether ``result`` agrees with ``reference``, and a note saying how.
+              atol: float | None = None) -> tuple[bool, dict | None, dict[str, str] | None]:
+    """Whether ``result`` agrees with ``reference``, how it differs, and its dtype difference.
 
     Values are compared after NumPy promotion (a 0/1 int8 result agrees with a 0/1 float64 one;
-    the dtype difference goes in the note), NaN equal to NaN. With ``rtol`` or ``atol`` floats
-    compare with that tolerance. A disagreement names the first differing index and the count.
+    the dtype difference is returned apart), NaN equal to NaN. With ``rtol`` or ``atol`` floats
+    compare with that tolerance.
+
+    Returns
+    -------
+    agrees : bool
+    mismatch : dict or None
+        None when it agrees; else as :attr:`CandidateResult.mismatch`: a disagreement of values
+        names the count of differing elements and the first differing index.
+    dtype_differs : dict or None
+        ``{"dtype": ..., "expected": ...}`` when the dtypes differ.
     """
     a, b = np.asarray(result), np.asarray(reference)
-    notes = []
     if a.shape != b.shape:
-        return False, f"shape {a.shape} differs from the reference's {b.shape}"
-    if a.dtype != b.dtype:
-        notes.append(f"dtype {a.dtype} vs reference {b.dtype}")
+        return False, {"kind": "shape", "shape": list(a.shape),
+                       "expected_shape": list(b.shape)}, None
+    dtypes = {"dtype": str(a.dtype), "expected": str(b.dtype)} if a.dtype != b.dtype else None
     try:
         common = np.result_type(a, b)
         a2, b2 = a.astype(common, copy=False), b.astype(common, copy=False)
@@ -260,22 +371,21 @@ def agreement(result, reference, *, rtol: float | None = None,
                 a2, b2 = a2.astype(common), b2.astype(common)
             equal = np.isclose(a2, b2, rtol=rtol or 0.0, atol=atol or 0.0, equal_nan=True)
         elif np.array_equal(a2, b2):  # one pass; enough unless NaN is involved
-            return True, "; ".join(notes)
+            return True, None, dtypes
         elif common.kind in "fc":
             equal = (a2 == b2) | (np.isnan(a2) & np.isnan(b2))
         else:
             equal = a2 == b2
     except (TypeError, ValueError) as exc:
-        return False, f"cannot compare with the reference: {exc}"
+        return False, {"kind": "incomparable", "error": str(exc)}, dtypes
     equal = np.asarray(equal)
     if equal.all():
-        return True, "; ".join(notes)
+        return True, None, dtypes
     bad = int(equal.size - np.count_nonzero(equal))
     first = tuple(int(i) for i in np.argwhere(~equal)[0]) if equal.ndim else ()
-    where = f"first at index {first}" if first else "the scalar differs"
-    value = f"{a[first]!r} vs {b[first]!r}" if first or a.ndim == 0 else ""
-    notes.insert(0, f"differs at {bad} of {equal.size} elements, {where} ({value})")
-    return False, "; ".join(notes)
+    return False, {"kind": "values", "count": bad, "total": int(equal.size),
+                   "first_index": list(first), "value": _scalar(a[first]),
+                   "expected": _scalar(b[first])}, dtypes
 
 
 # -------------------------------------------------------------------------------- running
@@ -304,7 +414,7 @@ def _error(exc: BaseException) -> str:
 
 def _prepare(candidate: Candidate, setup, n, base, *, rotate,
              cache_bytes) -> tuple[CandidateResult, object, Callable[[], object]]:
-    """Set the candidate up, run it once (its value, and the warm-up call) and note what it
+    """Set the candidate up, run it once (its value, and the warm-up call) and record what it
     does to its inputs; returns its result so far, its value and the callable to time."""
     result = CandidateResult(candidate.label)
     code = [candidate.statement] if candidate.statement else []
@@ -314,18 +424,15 @@ def _prepare(candidate: Candidate, setup, n, base, *, rotate,
     pristine = {k: v.copy() for k, v in inputs.items()}
     fn = _compile(candidate, namespace)
     value = fn()  # the value checked for agreement, and the warm-up call
-    notes = []
     # an array the result lives in (an out= buffer) is the output, not an input
     written = {k for k, a in inputs.items()
                if isinstance(value, np.ndarray) and np.may_share_memory(value, a)}
-    changed = [k for k in mutated(pristine, namespace) if k not in written]
-    if written:
-        notes.append(f"writes its result into {', '.join(sorted(written))}")
-    if changed:
-        notes.append(f"mutates its inputs ({', '.join(changed)}); later calls see changed data")
+    result.writes = sorted(written)
+    result.mutates = [k for k in mutated(pristine, namespace) if k not in written]
     out_bytes = int(np.asarray(value).nbytes) if value is not None else 0
     result.elements = int(np.asarray(value).size) if value is not None else 0
     result.bytes = sum(a.nbytes for k, a in inputs.items() if k not in written) + out_bytes
+    result.cache_bytes = cache_bytes
     working_set = result.bytes
     timed = fn
     if working_set < cache_bytes:
@@ -335,13 +442,9 @@ def _prepare(candidate: Candidate, setup, n, base, *, rotate,
             fns = [fn]
             timed = _Rotation(fns, copies, lambda: _compile(candidate,
                                                             run_setup(setup, n, base, code)))
-
-            notes.append(f"rotated among {copies} copies of the inputs")
+            result.copies = copies
         else:
             result.cache_hot = True
-            notes.append(f"cache-hot: working set {working_set / 2**20:.2f} MiB fits in the "
-                         f"{cache_bytes / 2**20:.0f} MiB cache")
-    result.note = "; ".join(notes)
     return result, value, timed
 
 
@@ -389,10 +492,6 @@ def _set_times(result: CandidateResult, times: list[float], loops: int) -> None:
     result.times = list(m.times)
 
 
-def _add_note(result: CandidateResult, note: str) -> None:
-    result.note = "; ".join(filter(None, [result.note, note]))
-
-
 def _time_interleaved(results: list[CandidateResult], fns: list, *, min_time,
                       repeats) -> str | None:
     """Time the candidates that are ready (``fns[i]`` not None) round-robin and store their
@@ -409,11 +508,7 @@ def _time_interleaved(results: list[CandidateResult], fns: list, *, min_time,
             for i, m in zip(alive, partial, strict=True):
                 if m is not None:
                     _store(results[i], m)
-                    if m.runs <= repeats:
-                        _add_note(results[i], f"interrupted after {results[i].runs} of "
-                                              f"{repeats} repeats")
-                else:
-                    _add_note(results[i], "not timed: interrupted")
+                results[i].interrupted = m is None or m.runs <= repeats
             return "interrupted (Ctrl-C)"
         except (Exception, SystemExit) as exc:
             failed = getattr(exc, "interleaved_index", None)
@@ -555,6 +650,7 @@ def _size_in_process(specs, setup, n, namespace, *, rotate, cache_bytes, min_tim
             # one candidate's failure is its own: a MemoryError or RecursionError (of its
             # code or its compilation) or a sys.exit() in it leaves the others to run
             res, value, timed = CandidateResult(candidate.label, error=_error(exc)), None, None
+        res.runs_planned = repeats
         results.append(res)
         values.append(value)
         fns.append(timed)
@@ -567,8 +663,7 @@ def _size_in_process(specs, setup, n, namespace, *, rotate, cache_bytes, min_tim
             interrupted = "interrupted (Ctrl-C)"
     if interrupted:
         for res in results:
-            if res.error is None:
-                _add_note(res, "not timed: interrupted")
+            res.interrupted = res.error is None
         return results, values, interrupted
     if progress is not None and len(fns) > 1:
         progress("timing round-robin" + ("" if n is None else f"  (n={n})"))
@@ -634,9 +729,9 @@ def _size_in_processes(specs, setup, n, namespace, *, processes, rotate, cache_b
             r.cache_hot = False
             continue
         _set_times(r, times[i], loops[i])
-        _add_note(r, f"timed in {workers[i]} worker process{'es' if workers[i] > 1 else ''}")
-        if workers[i] < processes and interrupted:
-            _add_note(r, f"interrupted after {workers[i]} of {processes} processes")
+        r.runs_planned = per_worker * processes
+        r.workers, r.workers_planned = workers[i], processes
+        r.interrupted = bool(interrupted) and workers[i] < processes
     return [results[i] for i in ran], [values[i] for i in ran], interrupted
 
 
@@ -647,7 +742,7 @@ def _compare(results, values, specs, reference, rtol, atol) -> None:
     if ref.error is not None:
         for res in results:
             if res is not ref and res.error is None:
-                res.note = "; ".join(filter(None, [res.note, "reference failed: not compared"]))
+                res.not_compared = "reference-failed"
         return
     for i, (res, value) in enumerate(zip(results, values, strict=True)):
         if i == reference or res.error is not None:
@@ -655,16 +750,13 @@ def _compare(results, values, specs, reference, rtol, atol) -> None:
         shared = res.inputs.keys() & ref.inputs.keys()
         differing = sorted(k for k in shared if res.inputs[k] != ref.inputs[k])
         if differing:
-            res.note = "; ".join(filter(None, [
-                res.note, f"not compared: setup gave it other inputs ({', '.join(differing)})"
-                " than the reference; make the setup deterministic (seed its generator)"]))
+            res.not_compared, res.differing_inputs = "other-inputs", differing
             continue
         if value is None and values[reference] is not None:
-            res.agrees = False
-            res.note = "; ".join(filter(None, [res.note, "returns no value"]))
+            res.agrees, res.mismatch = False, {"kind": "no-value"}
             continue
-        res.agrees, how = agreement(value, values[reference], rtol=rtol, atol=atol)
-        res.note = "; ".join(filter(None, [how, res.note]))
+        res.agrees, res.mismatch, res.dtype_differs = agreement(
+            value, values[reference], rtol=rtol, atol=atol)
 
 
 def _place(results, roof: Roofline) -> None:
@@ -680,8 +772,8 @@ def _place(results, roof: Roofline) -> None:
 
 
 def _ratios(results: list[CandidateResult], reference: int) -> None:
-    """Each candidate's ratio to the reference with its bootstrap interval, and a note on
-    candidates too noisy for their repeats (see :mod:`chokepoint.measure.stats`)."""
+    """Each candidate's ratio to the reference with its bootstrap interval, and the repeats a
+    candidate too noisy for its repeats would need (see :mod:`chokepoint.measure.stats`)."""
     ref = results[reference] if reference < len(results) else None
     for i, r in enumerate(results):
         if not r.times:
@@ -690,12 +782,7 @@ def _ratios(results: list[CandidateResult], reference: int) -> None:
             r.ratio, low, high = bootstrap_ratio(r.times, ref.times)
             r.ratio_ci = [low, high]
         if r.median_s and r.iqr_s is not None and r.iqr_s > NOISY_IQR * r.median_s:
-            r.repeats_needed = needed = repeats_needed(r.median_s, r.iqr_s)
-            spread = f"noisy: IQR is {100 * r.iqr_s / r.median_s:.0f}% of the median"
-            within = f"within ±{100 * TARGET_PRECISION:.0f}%"
-            _add_note(r, f"{spread}; about {needed} repeats would pin the median {within} "
-                         f"(--repeats {needed})" if needed > r.runs else
-                      f"{spread}, though its {r.runs} repeats pin the median {within}")
+            r.repeats_needed = repeats_needed(r.median_s, r.iqr_s)
 
 
 #: seconds per repeat of the quick re-measurement of a ceiling a race finds exceeded
@@ -712,14 +799,17 @@ def _check_roof(results, roof: Roofline, cache_bytes: int, state: dict) -> Roofl
     100% of the roof means the cached roofline no longer holds (the machine's bandwidth
     drifted since it was measured). Re-measure that ceiling quickly, once per race
     (``measure_bandwidths``, read only), place every candidate under the higher of the two,
-    and say so in the notes of the candidates that were above it. Returns the roof to use."""
+    and record it in the ``stale_roof`` of the candidates that were above it. Returns the roof
+    to use."""
     over = [r for r in results if r.roof_fraction is not None and r.roof_fraction > 1.0
             and not r.cache_hot]
     if not over:
         return roof
     cached = state["cached"]
-    if roof is not cached:  # re-measured at an earlier size already
-        _still_over(over)
+    check = {"fraction": None, "bandwidth": cached.bandwidth, "measured_at": cached.measured_at}
+    if roof is not cached:  # re-measured at an earlier size already: over that one
+        for r in over:
+            r.stale_roof = {**check, "rechecked": state["fresh"], "error": None}
         return roof
     if "fresh" not in state:
         try:
@@ -731,34 +821,14 @@ def _check_roof(results, roof: Roofline, cache_bytes: int, state: dict) -> Roofl
             state["fresh"] = None
             state["error"] = _error(exc)
     fresh = state["fresh"]
-    when = f"measured {cached.measured_at}" if cached.measured_at else "cached"
     for r in over:
-        said = (f"ran at {100 * r.roof_fraction:.0f}% of the roofline's read bandwidth "
-                f"({cached.bandwidth / 1e9:.1f} GB/s, {when}) streaming from memory, so "
-                "the roofline no longer holds")
-        if fresh is None:
-            said += (f"; re-measuring it failed ({state['error']}): the roofline is stale, "
-                     "run chokepoint roofline --refresh")
-        elif fresh > cached.bandwidth:
-            said += (f"; re-measured now: {fresh / 1e9:.1f} GB/s, which the % roof uses "
-                     "(chokepoint roofline --refresh updates the cache)")
-        else:
-            said += (f"; re-measured now: {fresh / 1e9:.1f} GB/s, no higher: the roofline "
-                     "is not what is wrong")
-        _add_note(r, said)
+        r.stale_roof = {**check, "fraction": r.roof_fraction, "rechecked": fresh,
+                        "error": state.get("error")}
     if fresh is None or fresh <= roof.bandwidth:
         return roof
     roof = dataclasses.replace(roof, read_bw=fresh)
     _place(results, roof)
-    _still_over(over)
     return roof
-
-
-def _still_over(results) -> None:
-    for r in results:
-        if r.roof_fraction is not None and r.roof_fraction > 1.0:
-            _add_note(r, f"at {100 * r.roof_fraction:.0f}% of the re-measured roof: part of "
-                         "its data comes from a cache, or it moves fewer bytes than counted")
 
 
 def _machine(roof: Roofline, state: dict) -> dict:

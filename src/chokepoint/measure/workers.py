@@ -121,8 +121,10 @@ def run_in_worker(task: dict, *, timeout: float | None = None) -> dict:
 
 def _work(task: dict) -> dict:
     """In the worker: set the candidate up, check it, time it (the calibration's repeat
-    dropped, as in-process races do); returns the candidate's result so far, its repeats,
-    loops, and its value when the task asks for it."""
+    dropped, as in-process races do); returns the candidate's result so far (a pickled
+    CandidateResult: its structured fields, ``writes``, ``mutates``, ``copies``, ``cache_hot``
+    ..., go back with it; the parent keeps the first worker's and merges the repeats), its
+    repeats, loops, and its value when the task asks for it."""
     from .race import _make_copies, _prepare
     from .timer import measure
 

@@ -12,6 +12,7 @@ import html
 from collections.abc import Iterable
 
 from ..measure.timer import format_seconds
+from .words import race_note
 
 __all__ = ["explanation_html", "page", "race_html"]
 
@@ -126,7 +127,7 @@ def race_html(result, *, full: bool = True) -> str:
                      _e(ratio_text(c)) if c.ratio is not None else "–",
                      f"{c.gbps:.1f}" if c.gbps is not None else "–",
                      f"{100 * c.roof_fraction:.0f}%" if c.roof_fraction is not None else "–",
-                     agrees, _e(c.note)])
+                     agrees, _e(race_note(c))])
     body.append("<h2>Candidates</h2>")
     body.append(_table([("candidate", True), ("median", False), ("± IQR", False),
                         ("min", False), ("relative", False),
@@ -162,7 +163,7 @@ def race_html(result, *, full: bool = True) -> str:
         verdict = ("reference" if c.statement == result.reference else
                    {True: "agrees", False: "DISAGREES", None: "not compared"}[c.agrees])
         body.append(f"<li><code>{_e(c.statement)}</code>: {verdict}"
-                    + (f" — {_e(c.note)}" if c.note else "") + "</li>")
+                    + (f" — {_e(note)}" if (note := race_note(c)) else "") + "</li>")
     body.append("</ul></div>")
     text = "".join(body)
     return page("chokepoint race", text) if full else fragment(text)

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..measure.timer import format_seconds
+from .words import race_note
 
 __all__ = ["escape_markup", "explanation_text", "floor_text", "format_seconds", "line_rate",
            "lines_table", "plain", "race_table", "race_text", "ratio_text", "ratio_words",
@@ -78,7 +79,7 @@ def race_table(result) -> Table:
             f"{c.relative:.2f}x" if c.relative else "-", ratio_text(c),
             f"{c.gbps:.1f}" if c.gbps is not None else "-",
             f"{100 * c.roof_fraction:.0f}%" if c.roof_fraction is not None else "-",
-            agrees, plain(c.note))
+            agrees, plain(race_note(c)))
     return table
 
 

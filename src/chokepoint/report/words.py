@@ -1,14 +1,16 @@
-"""The sentences of explain's findings: numbers in (a :class:`~chokepoint.explain.findings.Cause`),
-words out. Kept apart from the rules so that each rule is tested on numbers and each sentence
-on made-up numbers."""
+"""The sentences of explain's findings and of a race's notes: numbers in (a
+:class:`~chokepoint.explain.findings.Cause`, a :class:`~chokepoint.measure.race.CandidateResult`),
+words out. Kept apart from the measurements so that each rule is tested on numbers and each
+sentence on made-up numbers."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..measure.stats import TARGET_PRECISION
 from ..measure.timer import format_seconds
 
-__all__ = ["Context", "evidence", "ruled_out", "suggestion", "untimed_temporaries"]
+__all__ = ["Context", "evidence", "race_note", "ruled_out", "suggestion", "untimed_temporaries"]
 
 #: evidence lists at most this many operations, then says how many more
 SHOWN = 4
@@ -186,3 +188,112 @@ def _advice(cause, c: Context) -> str:
                 "a multi-threaded engine (chokepoint.fuse, numexpr, numba prange, chokepoint's "
                 "kernels)")
     return fused
+
+
+# ----------------------------------------------------------------------------- race notes
+
+def _shown(value: object) -> str:
+    """An element of a mismatch: a number as Python writes it, text as it is."""
+    return value if isinstance(value, str) else repr(value)
+
+
+def _mismatch(m: dict) -> str:
+    kind = m.get("kind")
+    if kind == "shape":
+        return (f"shape {tuple(m['shape'])} differs from the reference's "
+                f"{tuple(m['expected_shape'])}")
+    if kind == "incomparable":
+        return f"cannot compare with the reference: {m['error']}"
+    if kind == "no-value":
+        return "returns no value"
+    index = m["first_index"]
+    where = f"first at index {tuple(index)}" if index else "the scalar differs"
+    return (f"differs at {m['count']} of {m['total']} elements, {where} "
+            f"({_shown(m['value'])} vs {_shown(m['expected'])})")
+
+
+def _not_compared(c) -> str:
+    if c.not_compared == "reference-failed":
+        return "reference failed: not compared"
+    if c.not_compared == "other-inputs":
+        return (f"not compared: setup gave it other inputs ({', '.join(c.differing_inputs)}) "
+                "than the reference; make the setup deterministic (seed its generator)")
+    return f"not compared: {c.not_compared}"
+
+
+def _interrupted(c) -> str:
+    if c.workers is not None and c.workers_planned and c.workers < c.workers_planned:
+        return f"interrupted after {c.workers} of {c.workers_planned} processes"
+    if not c.runs:
+        return "not timed: interrupted"
+    return f"interrupted after {c.runs} of {c.runs_planned} repeats"
+
+
+def _stale_roof(c) -> list[str]:
+    s = c.stale_roof
+    said = []
+    if s.get("fraction") is not None:
+        when = f"measured {s['measured_at']}" if s.get("measured_at") else "cached"
+        text = (f"ran at {100 * s['fraction']:.0f}% of the roofline's read bandwidth "
+                f"({s['bandwidth'] / 1e9:.1f} GB/s, {when}) streaming from memory, so the "
+                "roofline no longer holds")
+        fresh = s.get("rechecked")
+        if fresh is None:
+            text += (f"; re-measuring it failed ({s.get('error')}): the roofline is stale, "
+                     "run chokepoint roofline --refresh")
+        elif fresh > s["bandwidth"]:
+            text += (f"; re-measured now: {fresh / 1e9:.1f} GB/s, which the % roof uses "
+                     "(chokepoint roofline --refresh updates the cache)")
+        else:
+            text += (f"; re-measured now: {fresh / 1e9:.1f} GB/s, no higher: the roofline is "
+                     "not what is wrong")
+        said.append(text)
+    rechecked = s.get("rechecked")
+    if (rechecked is not None and rechecked > s["bandwidth"] and c.roof_fraction is not None
+            and c.roof_fraction > 1.0):
+        said.append(f"at {100 * c.roof_fraction:.0f}% of the re-measured roof: part of its "
+                    "data comes from a cache, or it moves fewer bytes than counted")
+    return said
+
+
+def _noisy(c) -> str:
+    spread = f"noisy: IQR is {100 * c.iqr_s / c.median_s:.0f}% of the median"
+    within = f"within ±{100 * TARGET_PRECISION:.0f}%"
+    needed = c.repeats_needed
+    if needed > c.runs:
+        return f"{spread}; about {needed} repeats would pin the median {within} " \
+               f"(--repeats {needed})"
+    return f"{spread}, though its {c.runs} repeats pin the median {within}"
+
+
+def race_note(c) -> str:
+    """A race candidate's note: the structured fields of a
+    :class:`~chokepoint.measure.race.CandidateResult` (how it disagrees, what it writes or
+    mutates, its copies or its cache, its processes, why it was not compared, a stale roof,
+    its noise) as clauses joined by ``"; "``; empty when there is nothing to say."""
+    said = []
+    if c.mismatch:
+        said.append(_mismatch(c.mismatch))
+    if c.dtype_differs:
+        said.append(f"dtype {c.dtype_differs['dtype']} vs reference "
+                    f"{c.dtype_differs['expected']}")
+    if c.writes:
+        said.append(f"writes its result into {', '.join(c.writes)}")
+    if c.mutates:
+        said.append(f"mutates its inputs ({', '.join(c.mutates)}); later calls see changed data")
+    if c.copies:
+        said.append(f"rotated among {c.copies} copies of the inputs")
+    if c.cache_hot:
+        said.append(f"cache-hot: working set {(c.bytes or 0) / 2**20:.2f} MiB fits in the "
+                    f"{(c.cache_bytes or 0) / 2**20:.0f} MiB cache")
+    if c.workers:
+        said.append(f"timed in {c.workers} worker process{'es' if c.workers > 1 else ''}")
+    if c.interrupted:
+        said.append(_interrupted(c))
+    if c.not_compared:
+        said.append(_not_compared(c))
+    if c.stale_roof:
+        said.extend(_stale_roof(c))
+    if c.repeats_needed is not None and c.median_s and c.iqr_s is not None:
+        said.append(_noisy(c))
+    return "; ".join(said)
