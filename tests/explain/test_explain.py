@@ -91,8 +91,10 @@ def test_fresh_result_costs_page_faults(roof):
 
 
 def test_compute_bound(roof):
-    e = run("np.arctan2(X, Y)", f"X = np.random.randn({N // 4}); Y = np.random.randn({N // 4})",
-            roof)
+    # one quadrant: random signs make atan2's branches data-dependent (the constant probe can
+    # then take most of the time, measured on an AMD EPYC), which is not what this test is about
+    e = run("np.arctan2(X, Y)",
+            f"X = np.random.rand({N // 4}) + 1; Y = np.random.rand({N // 4}) + 1", roof)
     assert "compute-bound" in kinds(e)
     assert "memory-bound" not in kinds(e)
 
