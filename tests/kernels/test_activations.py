@@ -135,6 +135,20 @@ def test_softplus_threshold_region_and_elu_at_zero():
                                          torch.from_numpy(z)).numpy())
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n", [7, 100_000])  # the serial and the parallel kernels
+def test_softplus_beta_zero_is_ieee_as_torch(dtype, n):
+    # log1p(exp(0)) / 0: inf, and NaN where beta * x is NaN; the kernels raised
+    # ZeroDivisionError under numba's default error model
+    x = np.resize(np.array([-1.0, 0.0, 1.0, np.nan, np.inf, -np.inf], dtype), n)
+    g = np.ones_like(x)
+    assert np.array_equal(chokepoint.softplus(x, beta=0.0),
+                          F.softplus(torch.from_numpy(x), beta=0.0).numpy(), equal_nan=True)
+    assert np.array_equal(chokepoint.softplus_backward(g, x, beta=0.0),
+                          A.softplus_backward(torch.from_numpy(g), torch.from_numpy(x), 0.0,
+                                              20.0).numpy(), equal_nan=True)
+
+
 def test_strides_out_and_in_place():
     rng = np.random.default_rng(1)
     base = rng.standard_normal((6, 9))

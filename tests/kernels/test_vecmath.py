@@ -3,6 +3,7 @@
 import math
 import platform
 import re
+import warnings
 
 import numba
 import numpy as np
@@ -97,6 +98,34 @@ def test_exp_calls_no_libm():
 
     assert _libm_exp_loaded(libm)  # the check sees a libm call where there is one
     assert not _libm_exp_loaded(ours)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_functions_used_twice_inline_without_warnings_or_calls(dtype):
+    # each function twice in one loop: numba's inliner warned (NumbaIRAssumptionWarning) when an
+    # inlined overload had conditional expressions, and a function left to LLVM stayed a call,
+    # which kept the serial loop scalar (SiLU's backward: 17 ns an element against 2.7)
+    @numba.njit(error_model="numpy")
+    def twice(x, out):
+        for i in range(x.shape[0]):
+            v = x[i]
+            out[i] = (vecmath.exp(v) + vecmath.exp(-v) + vecmath.expm1(v) + vecmath.expm1(-v)
+                      + vecmath.tanh(v) + vecmath.tanh(-v) + vecmath.log1p(abs(v))
+                      + vecmath.log1p(abs(v) + 1) + vecmath.erf(v) + vecmath.erf(-v))
+
+    x = np.linspace(-3, 3, 64).astype(dtype)
+    out = np.empty_like(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        twice(x, out)
+    body = next(iter(twice.inspect_llvm().values()))
+    body = body[body.index("define"):]
+    calls = "".join(line for line in body.splitlines() if " call " in line)
+    assert "chokepoint7kernels7vecmath" not in calls  # numba's mangled names of vecmath's
+    v = x.astype(np.float64)
+    expected = (np.exp(v) + np.exp(-v) + np.expm1(v) + np.expm1(-v) + np.tanh(v) + np.tanh(-v)
+                + np.log1p(abs(v)) + np.log1p(abs(v) + 1) + 0.0)  # erf(v) + erf(-v) is 0
+    assert np.allclose(out, expected, rtol=1e-5 if dtype == np.float32 else 1e-13)
 
 
 @pytest.mark.parametrize(("dtype", "lo", "hi"), [(np.float64, -50.0, 709.0),

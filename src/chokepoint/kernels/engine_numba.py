@@ -8,6 +8,9 @@ process with a warm cache pays about 0.1 s for its first calls instead of a comp
 Safety:
 
 * No ``fastmath``: it would let LLVM drop NaN checks, the sign of zero and subnormals.
+* ``error_model="numpy"``: a division is IEEE's (a zero divisor gives inf or NaN, as in NumPy
+  and torch) instead of a check that raises. The check's branch kept LLVM from vectorising the
+  serial loops of SiLU and softplus (17 and 46 ns an element against 2.7 and 6.2, float32).
 * Parallel launches take one process-wide lock. numba's ``workqueue`` threading layer aborts
   when two Python threads launch parallel kernels at once; with the lock any layer is safe, and on
   a memory-bound kernel that already uses every core the lock costs nothing.
@@ -235,8 +238,8 @@ def _kernel(name: str, mode: str) -> Callable:
                 # The file name ties numba's on-disk cache to this module: it is invalidated
                 # when this file changes, and each kernel is keyed by its name and bytecode.
                 exec(compile(_source(name, fname, mode), __file__, "exec"), namespace)
-                kernel = numba.njit(parallel=mode != "serial", cache=True,
-                                    nogil=True)(namespace[fname])
+                kernel = numba.njit(parallel=mode != "serial", cache=True, nogil=True,
+                                    error_model="numpy")(namespace[fname])
                 _kernels[key] = kernel
     return kernel
 
