@@ -58,7 +58,7 @@ import math
 import numba
 import numpy as np
 from llvmlite import ir
-from numba.core import types
+from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
 
 __all__ = ["erf", "exp", "expm1", "log1p", "tanh"]
@@ -115,6 +115,75 @@ def _f32_bits(typingctx, x):
     return types.int32(types.float32), codegen
 
 
+@intrinsic
+def _fma(typingctx, a, b, c):
+    """``a * b + c`` as LLVM's ``fmuladd``: one fused instruction where the CPU has FMA (one
+    rounding), a multiply and an add where it has not (never a libm call). All three in
+    ``a``'s type."""
+    def codegen(context, builder, sig, args):
+        t = context.get_value_type(sig.return_type)
+        name = f"llvm.fmuladd.f{sig.return_type.bitwidth}"
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t, [t, t, t]), name)
+        return builder.call(fn, list(args))
+
+    return a(a, a, a), codegen
+
+
+# Polynomials by Estrin's scheme, coefficients lowest first: pairs c[i] + x c[i+1], then pairs
+# of those with x**2, x**4, x**8. Horner's rule is one chain of dependent multiply-adds (13 for
+# exp's degree 13), whose latency bounded the loops; Estrin's depth is about log2 of the degree.
+# The functions below keep the last two or three terms (1 + r + r**2 / 2 ...) in Horner form
+# outside, where the rounding of the sum matters most.
+@numba.njit(inline="always")
+def _estrin4(x, x2, c):
+    return _fma(x2, _fma(x, c[3], c[2]), _fma(x, c[1], c[0]))
+
+
+@numba.njit(inline="always")
+def _estrin5(x, x2, c):
+    return _fma(x2, _fma(x2, c[4], _fma(x, c[3], c[2])), _fma(x, c[1], c[0]))
+
+
+@numba.njit(inline="always")
+def _estrin7(x, x2, c):
+    return _fma(x2 * x2, _fma(x2, c[6], _fma(x, c[5], c[4])), _estrin4(x, x2, c))
+
+
+@numba.njit(inline="always")
+def _estrin8(x, x2, c):
+    return _fma(x2 * x2, _estrin4(x, x2, c[4:]), _estrin4(x, x2, c))
+
+
+@numba.njit(inline="always")
+def _estrin11(x, x2, c):
+    x4 = x2 * x2
+    return _fma(x4 * x4, _fma(x2, c[10], _fma(x, c[9], c[8])), _estrin8(x, x2, c))
+
+
+@numba.njit(inline="always")
+def _estrin13(x, x2, c):
+    x4 = x2 * x2
+    return _fma(x4 * x4, _estrin5(x, x2, c[8:]), _estrin8(x, x2, c))
+
+
+@numba.njit(inline="always")
+def _estrin15(x, x2, c):
+    x4 = x2 * x2
+    return _fma(x4 * x4, _estrin7(x, x2, c[8:]), _estrin8(x, x2, c))
+
+
+def _inverse_factorials(first: int, last: int, dtype=float) -> tuple:
+    return tuple(dtype(1.0 / math.factorial(i)) for i in range(first, last + 1))
+
+
+#: exp's Taylor terms 1/3! .. 1/13! (float64) and 1/3! .. 1/7! (float32)
+_EXP64_Q = _inverse_factorials(3, 13)
+_EXP32_Q = _inverse_factorials(3, 7, np.float32)
+#: expm1's terms 1/3! .. 1/17! (float64) and 1/3! .. 1/9! (float32), times x**2 below
+_EXPM1_64_Q = _inverse_factorials(3, 17)
+_EXPM1_32_Q = _inverse_factorials(3, 9, np.float32)
+
+
 @numba.njit(inline="always")
 def _exp64(x):
     c = _where(x == x, x, 0.0)
@@ -125,20 +194,8 @@ def _exp64(x):
     t = c * 1.4426950408889634 + 6755399441055744.0
     k = t - 6755399441055744.0
     r = (c - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10
-    p = 1.0 / 6227020800.0
-    p = p * r + 1.0 / 479001600.0
-    p = p * r + 1.0 / 39916800.0
-    p = p * r + 1.0 / 3628800.0
-    p = p * r + 1.0 / 362880.0
-    p = p * r + 1.0 / 40320.0
-    p = p * r + 1.0 / 5040.0
-    p = p * r + 1.0 / 720.0
-    p = p * r + 1.0 / 120.0
-    p = p * r + 1.0 / 24.0
-    p = p * r + 1.0 / 6.0
-    p = p * r + 0.5
-    p = p * r + 1.0
-    p = p * r + 1.0
+    q = _estrin11(r, r * r, _EXP64_Q)
+    p = _fma(_fma(_fma(q, r, 0.5), r, 1.0), r, 1.0)  # 1 + r + r**2/2 + r**3 q(r)
     ki = _f64_bits(t) - np.int64(0x4338000000000000)
     k1 = ki >> np.int64(1)
     k2 = ki - k1
@@ -156,14 +213,8 @@ def _exp32(x):
     k = t - np.float32(12582912.0)
     # ln2 split so that k * hi is exact for |k| < 2**8
     r = (c - k * np.float32(0.693145751953125)) - k * np.float32(1.428606765330187e-06)
-    p = np.float32(1.0 / 5040.0)
-    p = p * r + np.float32(1.0 / 720.0)
-    p = p * r + np.float32(1.0 / 120.0)
-    p = p * r + np.float32(1.0 / 24.0)
-    p = p * r + np.float32(1.0 / 6.0)
-    p = p * r + np.float32(0.5)
-    p = p * r + np.float32(1.0)
-    p = p * r + np.float32(1.0)
+    q = _estrin5(r, r * r, _EXP32_Q)
+    p = _fma(_fma(_fma(q, r, np.float32(0.5)), r, np.float32(1.0)), r, np.float32(1.0))
     ki = _f32_bits(t) - np.int32(0x4B400000)
     k1 = ki >> np.int32(1)
     k2 = ki - k1
@@ -188,39 +239,15 @@ def _exp_overload(x):
 
 @numba.njit(inline="always")
 def _expm1_64(x):
-    p = 1.0 / 355687428096000.0
-    p = p * x + 1.0 / 20922789888000.0
-    p = p * x + 1.0 / 1307674368000.0
-    p = p * x + 1.0 / 87178291200.0
-    p = p * x + 1.0 / 6227020800.0
-    p = p * x + 1.0 / 479001600.0
-    p = p * x + 1.0 / 39916800.0
-    p = p * x + 1.0 / 3628800.0
-    p = p * x + 1.0 / 362880.0
-    p = p * x + 1.0 / 40320.0
-    p = p * x + 1.0 / 5040.0
-    p = p * x + 1.0 / 720.0
-    p = p * x + 1.0 / 120.0
-    p = p * x + 1.0 / 24.0
-    p = p * x + 1.0 / 6.0
-    p = p * x + 0.5
-    p = p * x + 1.0
-    small = p * x
+    q = _estrin15(x, x * x, _EXPM1_64_Q)
+    small = _fma(_fma(q, x, 0.5), x, 1.0) * x  # (1 + x/2 + x**2 q(x)) x: keeps -0.0
     return _where(abs(x) < 0.5, small, _exp64(x) - 1.0)
 
 
 @numba.njit(inline="always")
 def _expm1_32(x):
-    p = np.float32(1.0 / 362880.0)
-    p = p * x + np.float32(1.0 / 40320.0)
-    p = p * x + np.float32(1.0 / 5040.0)
-    p = p * x + np.float32(1.0 / 720.0)
-    p = p * x + np.float32(1.0 / 120.0)
-    p = p * x + np.float32(1.0 / 24.0)
-    p = p * x + np.float32(1.0 / 6.0)
-    p = p * x + np.float32(0.5)
-    p = p * x + np.float32(1.0)
-    small = p * x
+    q = _estrin7(x, x * x, _EXPM1_32_Q)
+    small = _fma(_fma(q, x, np.float32(0.5)), x, np.float32(1.0)) * x
     return _where(abs(x) < np.float32(0.5), small, _exp32(x) - np.float32(1.0))
 
 
@@ -448,8 +475,6 @@ _ERF32_G = tuple(np.float32(v) for v in (
     0.21362989, -0.076251976, 0.025859362, -0.008382229, 0.0026092238, -0.000782587,
     0.00022698475, -6.436594e-05, 1.7605955e-05, -4.236479e-06, 1.102003e-06, -4.575966e-07,
     1.1158301e-07))
-_P0, _P1, _P2, _P3, _P4, _P5, _P6 = _ERF32_P
-(_G0, _G1, _G2, _G3, _G4, _G5, _G6, _G7, _G8, _G9, _G10, _G11, _G12) = _ERF32_G
 _ERF32_SPLIT = np.float32(1.0)
 _ERF32_END = np.float32(3.925)
 _ERF32_MID = np.float32(2.4625)
@@ -461,23 +486,11 @@ def _erf32(x):
     xs = _where(x > _ERF32_SPLIT, _ERF32_SPLIT, x)  # keeps z small where the result is not used
     xs = _where(xs < -_ERF32_SPLIT, -_ERF32_SPLIT, xs)
     z = xs * xs
-    p = _P0 + z * (_P1 + z * (_P2 + z * (_P3 + z * (_P4 + z * (_P5 + z * _P6)))))
-    small = x + x * p  # odd, keeps -0.0 and the subnormals
+    p = _estrin7(z, z * z, _ERF32_P)
+    small = _fma(x, p, x)  # odd, keeps -0.0 and the subnormals
     a = _where(ax > _ERF32_END, _ERF32_END, ax)
     t = a - _ERF32_MID
-    g = _G12
-    g = _G11 + t * g
-    g = _G10 + t * g
-    g = _G9 + t * g
-    g = _G8 + t * g
-    g = _G7 + t * g
-    g = _G6 + t * g
-    g = _G5 + t * g
-    g = _G4 + t * g
-    g = _G3 + t * g
-    g = _G2 + t * g
-    g = _G1 + t * g
-    g = _G0 + t * g
+    g = _estrin13(t, t * t, _ERF32_G)
     big = np.float32(1.0) - _exp32(-(a * a)) * g
     big = _where(ax >= _ERF32_END, np.float32(1.0), big)  # NaN: the comparison is false
     big = _where(x < np.float32(0.0), -big, big)
