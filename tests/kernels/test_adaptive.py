@@ -4,7 +4,7 @@ import numpy as np
 
 import chokepoint
 from chokepoint.kernels import engine_numba
-from chokepoint.kernels.adaptive import STALE, Chooser
+from chokepoint.kernels.adaptive import BUDGET, STALE, Chooser
 
 
 def warm(c, name, n):
@@ -43,6 +43,23 @@ def test_measures_both_then_runs_the_faster():
     assert c.choose("relu", n, "parallel") == "serial"  # lost on one call: once more
     c.record("relu", n, "serial", 1e-4)
     assert c.choose("relu", n, "parallel") == "parallel"
+
+
+def test_a_costly_loser_is_measured_again_less_often():
+    # serial 200 ms, parallel 100 ms a call: re-measuring serial every STALE seconds would cost
+    # 100 ms every 2 s; it waits until that is at most BUDGET of the time
+    clock = Clock()
+    c = Chooser(clock)
+    n = 30_000_000
+    warm(c, "gelu", n)
+    for variant, seconds in (("parallel", 0.1), ("serial", 0.2), ("serial", 0.2),
+                             ("parallel", 0.1)):
+        assert c.choose("gelu", n, "parallel") == variant
+        c.record("gelu", n, variant, seconds)
+    clock.now += STALE + 1
+    assert c.choose("gelu", n, "parallel") == "parallel"  # not yet
+    clock.now += 0.1 / BUDGET
+    assert c.choose("gelu", n, "parallel") == "serial"
 
 
 def test_one_slow_call_does_not_keep_a_variant_off():

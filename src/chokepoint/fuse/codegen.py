@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from ..kernels import engine_numba
+from ..kernels import engine_numba, vocabulary
 from .trace import UFUNCS, FuseError, Node
 
 __all__ = ["Plan", "kernel", "plan"]
@@ -64,6 +64,7 @@ def _clip_scalar(x, lo, hi):
 
 
 _NAMESPACE = {
+    **vocabulary.NUMBA,  # exp, expm1, log1p, tanh: vectorisable, not libm calls
     "__name__": __name__,
     "np": np,
     "prange": numba.prange,

@@ -7,9 +7,11 @@ thread). No constant threshold and no tuning run foresees that; the calls can me
 
 :class:`Chooser` keeps, per kernel and size class (a power of two), a moving average of the
 seconds per element of each variant it ran. It runs the faster one, and re-measures the other
-when its figure is older than :data:`STALE` seconds: at most one exploratory call per size class
-every few seconds, so a steady loop pays almost nothing for it, and a machine whose load changes
-is followed within seconds. The first call of a size class runs the engine's default choice.
+when its figure is older than :data:`STALE` seconds (longer for a variant whose calls cost much
+more, so that re-measuring takes at most :data:`BUDGET` of the time): at most one exploratory
+call per size class every few seconds, so a steady loop pays almost nothing for it, and a
+machine whose load changes is followed within seconds. The first call of a size class runs the
+engine's default choice.
 
 A fresh figure (the first for a variant, or the first after it went stale) takes two calls and
 keeps the faster of them, and a variant that lost on one call is run once more: one slow call
@@ -23,10 +25,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-__all__ = ["STALE", "Chooser"]
+__all__ = ["BUDGET", "STALE", "Chooser"]
 
 #: a variant's figure older than this (seconds) is measured again
 STALE = 2.0
+#: at most this fraction of the time goes to re-measuring the slower variant
+BUDGET = 0.01
 #: weight of a new observation in the moving average
 WEIGHT = 0.5
 
@@ -53,8 +57,8 @@ class Chooser:
             return "serial"  # measure the other one once
         now = self.clock()
         if narrow[0] <= wide[0]:
-            return default if _retry(wide, now) else "serial"
-        return "serial" if _retry(narrow, now) else default
+            return default if _retry(wide, narrow, n, now) else "serial"
+        return "serial" if _retry(narrow, wide, n, now) else default
 
     def record(self, name, n: int, variant: str, seconds: float,
                signature: tuple = ()) -> None:
@@ -76,6 +80,16 @@ class Chooser:
             self.figures[key] = (WEIGHT * per_element + (1 - WEIGHT) * old[0], now, old[2] + 1)
 
 
-def _retry(loser: tuple[float, float, int], now: float) -> bool:
-    """Whether the losing variant runs once more: its figure is stale, or one call old."""
-    return now - loser[1] > STALE or loser[2] < 2
+def _retry(loser: tuple[float, float, int], winner: tuple[float, float, int], n: int,
+           now: float) -> bool:
+    """Whether the losing variant runs once more: its figure is one call old, or stale.
+
+    Stale is :data:`STALE` seconds, or longer where a call of the loser costs so much more
+    than one of the winner that re-measuring it every :data:`STALE` seconds would take more
+    than :data:`BUDGET` of the time (a 200 ms serial GELU against a 100 ms parallel one:
+    every 10 s).
+    """
+    if loser[2] < 2:
+        return True
+    extra = (loser[0] - winner[0]) * n  # seconds one exploratory call costs
+    return now - loser[1] > max(STALE, extra / BUDGET)
