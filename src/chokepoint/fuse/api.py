@@ -214,6 +214,10 @@ def _run(p: codegen.Plan, values: dict, out):
 
 
 def _compute(p, leaves, weak, result, fortran) -> None:
+    if _plain(leaves, result):  # the common call: one flat loop over every operand
+        _launch(p, ((True,),) * len(leaves), result.reshape(-1),
+                [a.reshape(-1) for a in leaves], weak)
+        return
     padded = [a.reshape((1,) * (result.ndim - a.ndim) + a.shape) for a in leaves]
     if fortran:  # compute on the transposes: they are C-ordered
         padded = [a.T for a in padded]
@@ -249,6 +253,21 @@ def _compute(p, leaves, weak, result, fortran) -> None:
         np.copyto(result, target)
 
 
+def _plain(leaves: list, result: np.ndarray) -> bool:
+    """Whether every leaf is a C-contiguous array of the result's shape (at least 1-d) that
+    ``result`` does not overlap, unless it is that very array: then the kernel runs on flat
+    views, as the general path would end up doing, without working out the axis groups."""
+    shape = result.shape
+    if not shape or not result.flags.c_contiguous:
+        return False
+    for a in leaves:
+        if a.shape != shape or not a.flags.c_contiguous:
+            return False
+        if a is not result and np.may_share_memory(result, a) and not _same_view(result, a):
+            return False
+    return True
+
+
 def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
     return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
             and a.strides == b.strides and a.shape == b.shape and a.dtype == b.dtype)
@@ -275,5 +294,5 @@ def _launch(p, masks, out, operands, weak) -> None:
         else:
             codegen.kernel(p, masks, mode)(out, *operands, *weak)
         engine_numba.chooser.record(key, n, mode, time.perf_counter() - start,
-                                    (out.dtype.char, *(str(getattr(o, "dtype", type(o)))
+                                    (out.dtype.char, *(getattr(o, "dtype", None)
                                                        for o in operands)))

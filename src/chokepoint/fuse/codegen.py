@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numba
 import numpy as np
@@ -92,7 +92,10 @@ class Plan:
     dtype : numpy.dtype
         The result's dtype.
     transcendental : int
-        How many libm calls per element.
+        How many transcendental calls per element.
+    compiled : dict
+        ``(masks, mode) -> kernel``, filled by :func:`kernel`: generating the source to look a
+        kernel up took 120 us a call, more than the kernel itself on 1e5 elements.
     """
 
     leaves: list
@@ -100,6 +103,7 @@ class Plan:
     body: list
     dtype: np.dtype
     transcendental: int
+    compiled: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 def _type(dtype) -> str:
@@ -279,6 +283,9 @@ _lock = threading.Lock()
 
 def kernel(p: Plan, masks: tuple, mode: str) -> Callable:
     """The compiled kernel (generated and jitted once per process, loaded from disk after)."""
+    found = p.compiled.get((masks, mode))
+    if found is not None:
+        return found
     fname, text = source(p, masks, mode)
     found = _kernels.get(fname)
     if found is None:
@@ -290,4 +297,5 @@ def kernel(p: Plan, masks: tuple, mode: str) -> Callable:
                 found = numba.njit(parallel=mode != "serial", cache=True, nogil=True,
                                    error_model="numpy")(namespace[fname])
                 _kernels[fname] = found
+    p.compiled[(masks, mode)] = found
     return found
