@@ -128,3 +128,19 @@ def test_only_select_kernels_stream(monkeypatch):
     assert engine_numba._stream_inputs("mask_backward", (1, 2, 3)) == ()
     monkeypatch.setattr(engine_numba, "_stream_masks", False)
     assert engine_numba._stream_inputs("mask_backward", (1, 2, 3)) is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.int64])
+@pytest.mark.parametrize("mode", ["serial", "parallel", "stream"])
+def test_mask_backward_variants_on_every_partial_byte(mode, dtype):
+    # the vector kernel covers whole bytes, a scalar loop the last partial one
+    rng = np.random.default_rng(3)
+    for n in (1, 7, 8, 9, 15, 16, 17, 61, 64 + 5):
+        g = (rng.standard_normal(n) * 50).astype(dtype)
+        keep = rng.random(n) < 0.5
+        bits = np.packbits(keep, bitorder="little")
+        out = np.full(n, 99, dtype)
+        if mode == "stream" and out.ctypes.data % 16:
+            continue  # the streaming variant runs only on 16-byte aligned outputs
+        engine_numba.kernel_for("mask_backward", mode)(g, bits, out, dtype(0))
+        assert np.array_equal(out, np.where(keep, g, dtype(0))), (n, mode)

@@ -118,28 +118,78 @@ def {fname}(x, y, bits, zero):
 _MASK_FORWARD_LANE = """        v = x[s + {k}]
         r{k} = {relu}"""
 
-_MASK_BACKWARD_STREAM = """
-def {fname}(grad, bits, out, zero):
-    for j in prange(out.shape[0] // 8):
-        s = np.uint64(8) * np.uint64(j)
-        byte = bits[j]
-{lanes}
-        stream8(out, s, r0, r1, r2, r3, r4, r5, r6, r7)
-"""
-_MASK_BACKWARD_LANE = """        g = grad[s + np.uint64({k})]
-        r{k} = select(byte & np.uint8({bit}), g, zero)"""
-
+# The backward from the mask: one byte of bits selects 8 elements of grad at once (see
+# _select8: a vector load, the byte's bits as a lane mask, one select, one store). The byte
+# loop with 8 scalar selects that came before ran at 0.59-0.88x the backward from X (it reads
+# a third of X's bytes); LLVM vectorised it across bytes with a shuffle per element.
 _MASK_BACKWARD = """
 def {fname}(grad, bits, out, zero):
     n = out.shape[0]
-    for j in {loop}(bits.shape[0]):
-        start = 8 * j
-        stop = min(start + 8, n)
-        byte = bits[j]
-        for i in range(start, stop):
-            g = grad[i]
-            out[i] = select((byte >> np.uint8(i - start)) & np.uint8(1), g, zero)
+    for j in {loop}(n // 8):
+        select8(grad, bits[j], out, np.uint64(8) * np.uint64(j), zero)
+    for i in range(n - n % 8, n):  # the last partial byte
+        out[i] = select((bits[i // 8] >> np.uint8(i % 8)) & np.uint8(1), grad[i], zero)
 """
+_MASK_BACKWARD_STREAM = _MASK_BACKWARD.replace("select8(", "select8_stream(")
+
+
+def _select8_codegen(nontemporal: bool):
+    def codegen(context, builder, sig, args):
+        grad_t, _, out_t, _, zero_t = sig.args
+        grad, byte, out, index, zero = args
+        element = context.get_data_type(out_t.dtype)
+        vector = ir.VectorType(element, 8)
+        src = cgutils.get_item_pointer(context, builder, grad_t,
+                                       context.make_array(grad_t)(context, builder, grad),
+                                       [index], wraparound=False)
+        dst = cgutils.get_item_pointer(context, builder, out_t,
+                                       context.make_array(out_t)(context, builder, out),
+                                       [index], wraparound=False)
+        size = context.get_abi_sizeof(element)
+        loaded = builder.load(builder.bitcast(src, vector.as_pointer()), align=size)
+        i8x8 = ir.VectorType(ir.IntType(8), 8)
+        splat = builder.insert_element(ir.Constant(i8x8, ir.Undefined), byte,
+                                       ir.Constant(ir.IntType(32), 0))
+        splat = builder.shuffle_vector(splat, ir.Constant(i8x8, ir.Undefined),
+                                       ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
+        lanes = builder.and_(splat, ir.Constant(i8x8, [1 << k for k in range(8)]))
+        mask = builder.icmp_unsigned("!=", lanes, ir.Constant(i8x8, [0] * 8))
+        fill = context.cast(builder, zero, zero_t, out_t.dtype)
+        fills = builder.insert_element(ir.Constant(vector, ir.Undefined), fill,
+                                       ir.Constant(ir.IntType(32), 0))
+        fills = builder.shuffle_vector(fills, ir.Constant(vector, ir.Undefined),
+                                       ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
+        result = builder.select(mask, loaded, fills)
+        if not nontemporal or size * 8 < 16:  # 1-byte elements: 8 bytes, no 16-byte store
+            builder.store(result, builder.bitcast(dst, vector.as_pointer()), align=size)
+            return context.get_dummy_value()
+        per_store = 16 // size  # 16-byte non-temporal stores, as _stream8's
+        part = ir.VectorType(element, per_store)
+        metadata = builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)])
+        for first in range(0, 8, per_store):
+            piece = builder.shuffle_vector(result, ir.Constant(vector, ir.Undefined),
+                                           ir.Constant(ir.VectorType(ir.IntType(32), per_store),
+                                                       list(range(first, first + per_store))))
+            where = builder.gep(dst, [ir.Constant(ir.IntType(64), first)])
+            store = builder.store(piece, builder.bitcast(where, part.as_pointer()), align=16)
+            store.set_metadata("nontemporal", metadata)
+        return context.get_dummy_value()
+
+    return codegen
+
+
+@intrinsic
+def _select8(typingctx, grad, byte, out, index, zero):
+    """``out[index + k] = grad[index + k] if bit k of byte else zero`` for k < 8, as one vector
+    load, select and store (``index`` a multiple of 8, within both arrays)."""
+    return types.void(grad, byte, out, index, zero), _select8_codegen(False)
+
+
+@intrinsic
+def _select8_stream(typingctx, grad, byte, out, index, zero):
+    """:func:`_select8` with 16-byte non-temporal stores (``out`` 16-byte aligned, as
+    :func:`_streamable` checks)."""
+    return types.void(grad, byte, out, index, zero), _select8_codegen(True)
 
 
 @intrinsic
@@ -179,6 +229,8 @@ _NAMESPACE = {
     "np": np,
     "prange": numba.prange,
     "stream8": _stream8,
+    "select8": _select8,
+    "select8_stream": _select8_stream,
     **vocabulary.NUMBA,
 }
 _kernels: dict[tuple[str, str], Callable] = {}
@@ -219,9 +271,8 @@ def _source(name: str, fname: str, mode: str) -> str:
                                                lanes=_lanes(_MASK_FORWARD_LANE, **fields))
         return _MASK_FORWARD.format(fname=fname, loop=loop, **fields)
     if name == "mask_backward":
-        if stream:
-            return _MASK_BACKWARD_STREAM.format(fname=fname, lanes=_lanes(_MASK_BACKWARD_LANE))
-        return _MASK_BACKWARD.format(fname=fname, loop=loop)
+        template = _MASK_BACKWARD_STREAM if stream else _MASK_BACKWARD
+        return template.format(fname=fname, loop="range" if mode == "serial" else "prange")
     raise KeyError(name)
 
 
