@@ -233,7 +233,7 @@ _FAST: dict[tuple, tuple] = {}
 def _fast_entry(kernel: Kernel | str, dtype: np.dtype, values: tuple):
     name = kernel if isinstance(kernel, str) else kernel.name
     # the types too: complex(-1) == -1.0 == True - 2 hash alike, and only one is a valid slope
-    key = (name, dtype, values, tuple(type(v) for v in values))
+    key = (name, dtype, values, tuple(map(type, values))) if values else (name, dtype)
     try:
         entry = _FAST.get(key)
     except TypeError:  # an unhashable parameter (an array): the full path says what is wrong
@@ -274,11 +274,15 @@ def _plain_out(arrays: tuple, out, result_dtype) -> np.ndarray | None:
             return None
     if out is None:
         return np.empty(x.shape, result_dtype)
-    if (out.dtype != result_dtype or out.shape != x.shape or not out.flags.c_contiguous
-            or not out.flags.writeable):
+    flags = out.flags
+    if (out.dtype != result_dtype or out.shape != x.shape or not flags.c_contiguous
+            or not flags.writeable):
         return None
     for a in arrays:
-        if out is not a and np.may_share_memory(out, a):
+        # two arrays that own their memory never share it (0.03 us to see, against 0.5 us for
+        # np.may_share_memory: a third of a 1000-element call)
+        if out is not a and (out.base is not None or a.base is not None) \
+                and np.may_share_memory(out, a):
             return None  # a partial overlap: the general path computes it through a buffer
     return out
 
