@@ -279,8 +279,11 @@ def _launch(p, masks, out, operands, weak) -> None:
         codegen.kernel(p, masks, "serial")(out, *operands, *weak)
         return
     with engine_numba._launch_lock:
-        wide = ("stream" if out.ndim == 1 and engine_numba._streamable(out, tuple(operands))
-                else "parallel")
+        # streaming only where the kernels stream (the tuning measured it faster) and only
+        # for arithmetic: with exp & co. its 8 unrolled lanes stay scalar, and compiling them
+        # took 6 s for 'np.exp(a) + b' (1.2 s for the parallel variant)
+        wide = ("stream" if out.ndim == 1 and not p.transcendental and engine_numba._stream_maps
+                and engine_numba._streamable(out, tuple(operands)) else "parallel")
         # serial when the calls measured it faster (a busy core): the kernels' own chooser
         key = ("fuse", id(p), masks)  # a plan lives as long as its Fused (cached per trace)
         mode = engine_numba.chooser.choose(key, n, wide)
