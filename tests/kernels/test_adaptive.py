@@ -4,7 +4,7 @@ import numpy as np
 
 import chokepoint
 from chokepoint.kernels import engine_numba
-from chokepoint.kernels.adaptive import BUDGET, STALE, Chooser
+from chokepoint.kernels.adaptive import BUDGET, SAMPLE, STALE, Chooser
 
 
 def warm(c, name, n):
@@ -98,12 +98,12 @@ def test_the_engine_records_its_calls_and_values_do_not_change():
     chooser = engine_numba.chooser
     before = dict(chooser.figures)
     try:
-        for _ in range(5):  # a variant's first call compiles it: not recorded
-            assert np.array_equal(chokepoint.relu(x), expected)
+        for _ in range(5 * SAMPLE):  # one call in SAMPLE is timed; a variant's first timed
+            assert np.array_equal(chokepoint.relu(x), expected)  # call compiles: not counted
         if chokepoint.get_backend() == "numba":
             size = x.size.bit_length()
             modes = {k[2] for k in chooser.figures if k[:2] == ("relu", size)}
-            assert modes == {"parallel", "serial"}  # both measured within five calls
+            assert modes == {"parallel", "serial"}  # both measured within five timed calls
     finally:
         chooser.figures.clear()
         chooser.figures.update(before)
@@ -117,3 +117,17 @@ def test_a_variants_first_call_is_not_counted():
     assert c.figures[("relu", (100_000).bit_length(), "parallel")][0] == 1e-4 / 100_000
     c.record("relu", 100_000, "parallel", 0.4, ("f", "f"))  # another dtype compiles again
     assert c.figures[("relu", (100_000).bit_length(), "parallel")][0] == 1e-4 / 100_000
+
+
+def test_one_call_in_sample_chooses_and_is_timed():
+    clock = Clock()
+    c = Chooser(clock)
+    n = 100_000
+    warm(c, "relu", n)
+    decisions = [c.decide("relu", n, "parallel") for _ in range(2 * SAMPLE)]
+    assert [timed for _, timed in decisions] == ([True] + [False] * (SAMPLE - 1)) * 2
+    assert {variant for variant, _ in decisions} == {"parallel"}  # no figures: the default
+    c.record("relu", n, "parallel", 8e-3)  # the timed call was slow: the next choice explores
+    variants = [c.decide("relu", n, "parallel")[0] for _ in range(SAMPLE)]
+    assert variants == ["serial"] * SAMPLE
+    assert c.decide("relu", 1000, "parallel") == ("parallel", True)  # another size class

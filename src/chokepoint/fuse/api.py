@@ -286,8 +286,8 @@ def _launch(p, masks, out, operands, weak) -> None:
                 and engine_numba._streamable(out, tuple(operands)) else "parallel")
         # serial when the calls measured it faster (a busy core): the kernels' own chooser
         key = ("fuse", id(p), masks)  # a plan lives as long as its Fused (cached per trace)
-        mode = engine_numba.chooser.choose(key, n, wide)
-        start = time.perf_counter()
+        mode, timed = engine_numba.chooser.decide(key, n, wide)
+        start = time.perf_counter() if timed else 0.0
         if mode == "stream":
             codegen.kernel(p, masks, "stream")(out, *operands, *weak)
             head = n - n % 8
@@ -296,6 +296,7 @@ def _launch(p, masks, out, operands, weak) -> None:
                 codegen.kernel(p, masks, "serial")(out[head:], *tail, *weak)
         else:
             codegen.kernel(p, masks, mode)(out, *operands, *weak)
-        engine_numba.chooser.record(key, n, mode, time.perf_counter() - start,
-                                    (out.dtype.char, *(getattr(o, "dtype", None)
-                                                       for o in operands)))
+        if timed:
+            engine_numba.chooser.record(key, n, mode, time.perf_counter() - start,
+                                        (out.dtype.char, *(getattr(o, "dtype", None)
+                                                           for o in operands)))

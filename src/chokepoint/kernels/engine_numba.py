@@ -355,8 +355,8 @@ def launch(name: str, out: np.ndarray, *args) -> None:
         wide = "stream" if inputs is not None and _streamable(out, inputs) else "parallel"
         # serial or parallel from what the calls took on this machine, now (a busy core makes
         # a parallel call wait for a time slice): see .adaptive
-        mode = chooser.choose(name, n, wide)
-        start = time.perf_counter()
+        mode, timed = chooser.decide(name, n, wide)
+        start = time.perf_counter() if timed else 0.0
         if mode == "stream":
             _kernel(name, "stream")(*args)
             # the tail of n % 8 elements (the serial kernels take any range)
@@ -365,9 +365,9 @@ def launch(name: str, out: np.ndarray, *args) -> None:
                 _kernel(name, "serial")(*_tail(name, args, head))
         else:
             _kernel(name, mode)(*args)
-        # the first input's dtype and the output's name the compiled signature
-        chooser.record(name, n, mode, time.perf_counter() - start,
-                       (args[0].dtype.char, out.dtype.char))
+        if timed:  # the first input's dtype and the output's name the compiled signature
+            chooser.record(name, n, mode, time.perf_counter() - start,
+                           (args[0].dtype.char, out.dtype.char))
 
 
 def kernel_for(name: str, mode: str) -> Callable:
