@@ -53,31 +53,37 @@ class Chooser:
 
         One call in :data:`SAMPLE` per kernel and size class makes the choice (:meth:`choose`)
         and is timed; the calls between run the same variant untimed. Choosing and recording
-        cost about 2.6 us, a seventh of a 1e5-element call.
+        cost about 2.6 us, a seventh of a 1e5-element call. A variant run only to be measured
+        (the slower one, re-measured) runs for that one call: the next call chooses again.
         """
         key = (name, n.bit_length())
         last = self._last.get(key)
         if last is not None and last[1] > 0:
             last[1] -= 1
             return last[0], False
-        variant = self.choose(name, n, default)
-        self._last[key] = [variant, SAMPLE - 1]
+        variant, settled = self._choice(name, n, default)
+        # a variant run to be measured runs once: the next call chooses again
+        self._last[key] = [variant, SAMPLE - 1 if settled else 0]
         return variant, True
 
     def choose(self, name, n: int, default: str) -> str:
         """The variant to run for kernel ``name`` on ``n`` elements: ``default`` (the engine's
         parallel or streaming choice) or ``"serial"``."""
+        return self._choice(name, n, default)[0]
+
+    def _choice(self, name, n: int, default: str) -> tuple[str, bool]:
+        """(variant, settled): settled is False while a variant is run to be measured."""
         size = n.bit_length()
         wide = self.figures.get((name, size, default))
         narrow = self.figures.get((name, size, "serial"))
         if wide is None:
-            return default
+            return default, False
         if narrow is None:
-            return "serial"  # measure the other one once
+            return "serial", False  # measure the other one once
         now = self.clock()
         if narrow[0] <= wide[0]:
-            return default if _retry(wide, narrow, n, now) else "serial"
-        return "serial" if _retry(narrow, wide, n, now) else default
+            return (default, False) if _retry(wide, narrow, n, now) else ("serial", True)
+        return ("serial", False) if _retry(narrow, wide, n, now) else (default, True)
 
     def record(self, name, n: int, variant: str, seconds: float,
                signature: tuple = ()) -> None:
