@@ -138,3 +138,6 @@ def test_one_call_in_sample_chooses_and_is_timed():
     assert [timed for _, timed in decisions] == ([True] + [False] * (SAMPLE - 1)) * 2
     assert {variant for variant, _ in decisions} == {"parallel"}
     assert c.decide("relu", 1000, "parallel") == ("parallel", True)  # another size class
+    # a call whose output cannot stream never gets a variant decided for one that can
+    assert c.decide("relu", n, "stream")[0] == "stream"
+    assert c.decide("relu", n, "parallel")[0] == "parallel"

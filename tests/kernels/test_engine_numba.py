@@ -144,3 +144,14 @@ def test_mask_backward_variants_on_every_partial_byte(mode, dtype):
             continue  # the streaming variant runs only on 16-byte aligned outputs
         engine_numba.kernel_for("mask_backward", mode)(g, bits, out, dtype(0))
         assert np.array_equal(out, np.where(keep, g, dtype(0))), (n, mode)
+
+
+def test_a_streamed_kernel_then_an_output_that_cannot_stream(monkeypatch):
+    # the chooser repeats a decided variant for the next calls of the same kernel and size:
+    # never the streaming one for a call whose out cannot stream (1-byte elements here)
+    monkeypatch.setattr(engine_numba, "_stream_maps", True)
+    n = (engine_numba.STREAM_MIN_BYTES // 4) + 8
+    x = np.linspace(-1, 1, n)
+    for dtype in (np.float32, np.uint8, np.float32, np.uint8):
+        got = chokepoint.relu_grad(x, dtype=dtype)
+        assert np.array_equal(got, (x > 0).astype(dtype))

@@ -46,7 +46,7 @@ class Chooser:
         # a kernel is named by any hashable (the fused kernels by their plan)
         self.figures: dict[tuple, tuple[float, float, int]] = {}
         self._compiled: set[tuple] = set()  # call signatures that have run once
-        self._last: dict[tuple, list] = {}  # (kernel, size class) -> [variant, calls left]
+        self._last: dict[tuple, list] = {}  # (kernel, size, default) -> [variant, calls left]
 
     def decide(self, name, n: int, default: str) -> tuple[str, bool]:
         """The variant for this call, and whether to time it (then :meth:`record` it).
@@ -56,7 +56,9 @@ class Chooser:
         cost about 2.6 us, a seventh of a 1e5-element call. A variant run only to be measured
         (the slower one, re-measured) runs for that one call: the next call chooses again.
         """
-        key = (name, n.bit_length())
+        # the default too: it is this call's (streaming only where this out can stream), and
+        # a variant decided for one call must be one this call can run
+        key = (name, n.bit_length(), default)
         last = self._last.get(key)
         if last is not None and last[1] > 0:
             last[1] -= 1
