@@ -181,3 +181,21 @@ def test_pooled_results_are_never_shared_while_referenced(monkeypatch):
     fourth = f(a=a)
     _same(fourth, a + 1)
     assert fourth.base is not None and fourth.base.nbytes == 800  # from the pool
+
+
+@chokepoint.fuse
+def _module_level_hypot(a, b):
+    return np.sqrt(a * a + b * b)
+
+
+def test_fused_functions_pickle_by_what_they_were_made_from():
+    # how they reach dask.distributed's workers (tests/kernels/test_on_dask.py runs a cluster)
+    import pickle
+
+    a, b = np.arange(4.0), np.arange(4.0) + 1
+    f = chokepoint.fuse("a * b + 1")
+    g = pickle.loads(pickle.dumps(f))
+    assert g is not f and g.code == f.code
+    assert np.array_equal(g(a=a, b=b), a * b + 1)
+    h = pickle.loads(pickle.dumps(_module_level_hypot))
+    assert np.array_equal(h(a, b), np.sqrt(a * a + b * b))

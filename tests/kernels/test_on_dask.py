@@ -109,3 +109,18 @@ def test_on_a_distributed_cluster_without_recompiling(client):
         for name, (hits, misses, signatures) in events.items():
             # each signature is compiled or loaded once per worker process, not per task
             assert hits + misses <= signatures, (name, hits, misses, signatures)
+
+
+def test_a_fused_function_on_a_distributed_cluster(client):
+    # issue 11: fused code on dask arrays runs block by block on the workers (the function
+    # travels to them by pickle, its traces and kernels are rebuilt there)
+    rng = da.random.default_rng(1)
+    da_ = rng.standard_normal((20000, 50), chunks=(5000, 50)).persist()
+    db_ = rng.standard_normal((20000, 50), chunks=(5000, 50)).persist()
+    f = chokepoint.fuse("np.exp(a) * 0.5 + np.where(b > 0, b, 2 * a)")
+    a, b = client.compute([da_, db_], sync=True)
+    got = client.compute(f(a=da_, b=db_), sync=True)
+    assert np.array_equal(got, f(a=a, b=b))  # the workers' kernels are this process's
+    terms = (np.exp(a) * 0.5, np.where(b > 0, b, 2 * a))  # a sum can cancel: ulps of the terms
+    tol = 4 * np.finfo(np.float64).eps * (np.abs(terms[0]) + np.abs(terms[1]))
+    assert (np.abs(got - (terms[0] + terms[1])) <= tol).all()

@@ -50,9 +50,10 @@ def fuse(code):
     array([1., 3., 5.])
     """
     if isinstance(code, str):
-        return Fused(*_from_expression(code))
+        return Fused(*_from_expression(code), source=code)
     if callable(code):
-        return functools.wraps(code)(Fused(code, inspect.signature(code), repr(code)))
+        return functools.wraps(code)(Fused(code, inspect.signature(code), repr(code),
+                                           source=code))
     raise TypeError(f"fuse: expected an expression string or a function, got "
                     f"{type(code).__name__}")
 
@@ -87,12 +88,13 @@ class Fused:
         The expression, or the function's repr.
     """
 
-    def __init__(self, func, signature: inspect.Signature, code: str):
+    def __init__(self, func, signature: inspect.Signature, code: str, source=None):
         for p in signature.parameters.values():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 raise FuseError(f"fuse: {code} takes *{p.name}; fused functions take named "
                                 "arrays and scalars only")
         self._func = func
+        self._source = source  # what fuse() was given: a pickle rebuilds from it
         self._signature = signature
         self.code = code
         self.__signature__ = signature.replace(parameters=[
@@ -103,6 +105,15 @@ class Fused:
 
     def __repr__(self) -> str:
         return f"chokepoint.fuse({self.code})"
+
+    def __reduce__(self):
+        # to a dask.distributed worker (or any pickle): the expression or function it was made
+        # from; the traces and kernels are rebuilt there (numba's disk cache has the kernels)
+        if self._source is None:
+            raise TypeError(f"{self!r} was not made by chokepoint.fuse and cannot be pickled")
+        if not isinstance(self._source, str) and _importable(self):
+            return self.__qualname__  # a decorated module-level function: by reference
+        return fuse, (self._source,)
 
     # ------------------------------------------------------------------------------ calling
     def __call__(self, *args, out=None, **kwargs):
@@ -150,11 +161,28 @@ class Fused:
         names = list(arrays)
         ndim = max(np.ndim(a) for a in arrays.values())
 
-        def block(*blocks):
-            return self(**dict(zip(names, blocks, strict=True)), **scalars)
-
+        block = functools.partial(_block, self, tuple(names), scalars)  # picklable
         return da.map_blocks(block, *[da.asarray(a) for a in arrays.values()], dtype=dtype,
                              meta=np.empty((0,) * ndim, dtype))
+
+
+def _importable(obj) -> bool:
+    """Whether ``obj`` is what its ``__module__`` and ``__qualname__`` name (then a pickle
+    refers to it by name, as to the function it decorates)."""
+    import importlib
+
+    try:
+        found = importlib.import_module(obj.__module__)
+        for part in obj.__qualname__.split("."):
+            found = getattr(found, part)
+    except (AttributeError, ImportError, TypeError):
+        return False
+    return found is obj
+
+
+def _block(fused: Fused, names: tuple, scalars: dict, *blocks):
+    """One dask block of ``fused``: the arrays' blocks by name, and the scalar arguments."""
+    return fused(**dict(zip(names, blocks, strict=True)), **scalars)
 
 
 def _value(v):
