@@ -270,3 +270,35 @@ def test_calls_no_libm_and_vectorises(name, dtype):
     assert "chokepoint7kernels7vecmath" not in asm
     if platform.machine().lower() in ("x86_64", "amd64"):
         assert len(re.findall(r"\bv?(?:mul|add|sub|fmadd\w*)p[sd]\s", asm)) >= 10
+
+
+@numba.njit(error_model="numpy")
+def _apply_sinh_cosh(x, s, c):
+    for i in range(x.shape[0]):
+        s[i] = vecmath.sinh(x[i])
+        c[i] = vecmath.cosh(x[i])
+
+
+@pytest.mark.parametrize(("dtype", "edge"), [(np.float64, 710.4758600739439),
+                                             (np.float32, 89.41598)])
+def test_sinh_cosh_within_two_ulp_and_special_values(dtype, edge):
+    rng = np.random.default_rng(10)
+    x = np.concatenate([rng.uniform(-edge, edge, 200_000), rng.uniform(-1, 1, 200_000),
+                        rng.uniform(-30, 30, 100_000), np.geomspace(1e-30, 30, 4000),
+                        -np.geomspace(1e-30, 30, 4000),
+                        np.linspace(edge - 1.5, edge - 1e-4, 2000)]).astype(dtype)
+    s, c = np.empty_like(x), np.empty_like(x)
+    _apply_sinh_cosh(x, s, c)
+    wide = x.astype(np.float64)
+    # within 2 ulp; 3 in the last sliver before overflow (exp(|x| / 2) squared: two roundings)
+    bound = np.where(np.abs(x) < edge - 0.7, 2, 3)
+    assert (_ulps(s, np.sinh(wide).astype(dtype)) <= bound).all()
+    assert (_ulps(c, np.cosh(wide).astype(dtype)) <= bound).all()
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-38, -1e-38, edge * 1.01,
+                        -edge * 1.01], dtype)
+    s, c = np.empty_like(special), np.empty_like(special)
+    _apply_sinh_cosh(special, s, c)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(s, np.sinh(special))
+        np.testing.assert_array_equal(c, np.cosh(special))
+    assert np.signbit(s[4]) and not np.signbit(c[4])  # sinh(-0.0) = -0.0, cosh(-0.0) = 1

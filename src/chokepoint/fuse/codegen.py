@@ -64,7 +64,7 @@ def _clip_scalar(x, lo, hi):
 
 
 _NAMESPACE = {
-    **vocabulary.NUMBA,  # exp, expm1, log1p, tanh: vectorisable, not libm calls
+    **vocabulary.NUMBA,  # exp, expm1, log1p, tanh, sinh, cosh: vectorisable, not libm calls
     "__name__": __name__,
     "np": np,
     "prange": numba.prange,

@@ -16,7 +16,7 @@ any other name that is not a function
     engines receive them.
 ``select(c, a, b)``, ``logical_not(c)``, ``logical_and(c, d)``
     elementwise ``a if c else b``, ``not c``, ``c and d``.
-``exp``, ``expm1``, ``log1p``, ``erf``, ``tanh``
+``exp``, ``expm1``, ``log1p``, ``erf``, ``tanh``, ``sinh``, ``cosh``
     the elementary functions (:data:`FUNCTIONS`); each engine binds them to its own
     implementation (see :mod:`.vocabulary`).
 
@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 __all__ = ["FUNCTIONS", "OPS", "Op"]
 
 #: every function an expression may call
-FUNCTIONS = ("select", "logical_not", "logical_and", "exp", "expm1", "log1p", "erf", "tanh")
+FUNCTIONS = ("select", "logical_not", "logical_and", "exp", "expm1", "log1p", "erf", "tanh",
+             "sinh", "cosh")
 
 
 def _constant_names(expr: str) -> tuple[str, ...]:

@@ -46,6 +46,8 @@ NUMBA = {
     "log1p": vecmath.log1p,
     "erf": vecmath.erf,
     "tanh": vecmath.tanh,
+    "sinh": vecmath.sinh,
+    "cosh": vecmath.cosh,
 }
 
 _erf_double = np.frompyfunc(math.erf, 1, 1)
@@ -67,7 +69,10 @@ NUMPY = {
     "log1p": np.log1p,
     "erf": _erf,
     "tanh": np.tanh,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
 }
 
 #: name -> C function (CUDA's math library overloads each for float and double)
-CUDA = {"exp": "exp", "expm1": "expm1", "log1p": "log1p", "erf": "erf", "tanh": "tanh"}
+CUDA = {"exp": "exp", "expm1": "expm1", "log1p": "log1p", "erf": "erf", "tanh": "tanh",
+        "sinh": "sinh", "cosh": "cosh"}
