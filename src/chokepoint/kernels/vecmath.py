@@ -336,8 +336,10 @@ def _sinh64(x):
     h = _where(x < 0.0, -0.5, 0.5)
     t = _expm1_64(_where(ax < 22.0, ax, 22.0))
     below = h * _where(ax < 1.0, 2.0 * t - t * t / (t + 1.0), t + t / (t + 1.0))
-    w = _exp64(0.5 * ax)  # near overflow: exp(|x| / 2) squared stays finite up to 710.48
-    big = _where(ax < 709.78, h * _exp64(ax), (h * w) * w)
+    # exp(|x|), or near overflow exp(|x| / 2) squared (finite up to 710.48): one exp for both
+    near = ax >= 709.78
+    e = _exp64(_where(near, 0.5 * ax, ax))
+    big = _where(near, (h * e) * e, h * e)
     r = _where(ax < 22.0, below, big)
     return _where(ax < 3.725290298461914e-09, x, r)  # |x| < 2**-28 (and ±0): sinh(x) is x
 
@@ -349,8 +351,9 @@ def _sinh32(x):
     t = _expm1_32(_where(ax < np.float32(9.0), ax, np.float32(9.0)))
     one = np.float32(1.0)
     below = h * _where(ax < one, np.float32(2.0) * t - t * t / (t + one), t + t / (t + one))
-    w = _exp32(np.float32(0.5) * ax)
-    big = _where(ax < np.float32(88.72), h * _exp32(ax), (h * w) * w)
+    near = ax >= np.float32(88.72)
+    e = _exp32(_where(near, np.float32(0.5) * ax, ax))
+    big = _where(near, (h * e) * e, h * e)
     r = _where(ax < np.float32(9.0), below, big)
     return _where(ax < np.float32(0.000244140625), x, r)  # |x| < 2**-12: x
 
@@ -361,10 +364,10 @@ def _cosh64(x):
     t = _expm1_64(_where(ax < 0.34657359027997264, ax, 0.0))  # below ln2 / 2
     w = 1.0 + t
     tiny = 1.0 + (t * t) / (w + w)
-    e = _exp64(_where(ax < 22.0, ax, 0.0))
+    near = ax >= 709.78  # as in _sinh64: one exp for the middle, the top and near overflow
+    e = _exp64(_where(near, 0.5 * ax, ax))
     mid = 0.5 * e + 0.5 / e
-    w = _exp64(0.5 * ax)
-    big = _where(ax < 709.78, 0.5 * _exp64(ax), (0.5 * w) * w)
+    big = _where(near, (0.5 * e) * e, 0.5 * e)
     return _where(ax < 0.34657359027997264, tiny, _where(ax < 22.0, mid, big))
 
 
@@ -375,10 +378,10 @@ def _cosh32(x):
     t = _expm1_32(_where(ax < np.float32(0.34657359), ax, np.float32(0.0)))
     w = np.float32(1.0) + t
     tiny = np.float32(1.0) + (t * t) / (w + w)
-    e = _exp32(_where(ax < np.float32(9.0), ax, np.float32(0.0)))
+    near = ax >= np.float32(88.72)
+    e = _exp32(_where(near, half * ax, ax))
     mid = half * e + half / e
-    w = _exp32(half * ax)
-    big = _where(ax < np.float32(88.72), half * _exp32(ax), (half * w) * w)
+    big = _where(near, (half * e) * e, half * e)
     return _where(ax < np.float32(0.34657359), tiny, _where(ax < np.float32(9.0), mid, big))
 
 
