@@ -20,7 +20,6 @@ import torch
 import chokepoint
 from chokepoint.measure.roofline import roofline
 
-
 WARM_CALLS = 8
 
 

@@ -191,6 +191,29 @@ _EXPM1_64_Q = _inverse_factorials(3, 17)
 _EXPM1_32_Q = _inverse_factorials(3, 9, np.float32)
 
 
+def _define(name: str, f32, f64, doc: str):
+    """The public function ``name``: ``math.<name>`` in Python, and in numba code (through an
+    overload inlined by numba, see the module notes) ``f32`` for float32 and ``f64`` for
+    float64; other types are refused at compile time."""
+    fallback = getattr(math, name)
+
+    def function(x: float) -> float:
+        return fallback(x)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = doc
+
+    @overload(function, inline="always")
+    def _implementation(x):
+        if isinstance(x, types.Float) and x.bitwidth == 32:
+            return lambda x: f32(x)
+        if isinstance(x, types.Float) and x.bitwidth == 64:
+            return lambda x: f64(x)
+        return None
+
+    return function
+
+
 @numba.njit(inline="always")
 def _exp64(x):
     c = _where(x == x, x, 0.0)
@@ -254,18 +277,9 @@ def _exp32_normal(c):
     p = _fma(_fma(_fma(q, r, np.float32(0.5)), r, np.float32(1.0)), r, np.float32(1.0))
     return p * _f32_from_bits((_f32_bits(t) + np.int32(127)) << np.int32(23))
 
-def exp(x: float) -> float:
-    """``e**x``; in numba code, the vectorisable implementation for the argument's dtype."""
-    return math.exp(x)
 
-
-@overload(exp, inline="always")
-def _exp_overload(x):
-    if isinstance(x, types.Float) and x.bitwidth == 32:
-        return lambda x: _exp32(x)
-    if isinstance(x, types.Float) and x.bitwidth == 64:
-        return lambda x: _exp64(x)
-    return None
+exp = _define("exp", _exp32, _exp64,
+              "``e**x``; in numba code, the vectorisable implementation for the argument's dtype.")
 
 
 @numba.njit(inline="always")
@@ -282,18 +296,9 @@ def _expm1_32(x):
     return _where(abs(x) < np.float32(0.5), small, _exp32(x) - np.float32(1.0))
 
 
-def expm1(x: float) -> float:
-    """``e**x - 1``; in numba code, the vectorisable implementation for the argument's dtype."""
-    return math.expm1(x)
-
-
-@overload(expm1, inline="always")
-def _expm1_overload(x):
-    if isinstance(x, types.Float) and x.bitwidth == 32:
-        return lambda x: _expm1_32(x)
-    if isinstance(x, types.Float) and x.bitwidth == 64:
-        return lambda x: _expm1_64(x)
-    return None
+expm1 = _define("expm1", _expm1_32, _expm1_64,
+                "``e**x - 1``; in numba code, the vectorisable implementation for the "
+                "argument's dtype.")
 
 
 @numba.njit(inline="always")
@@ -312,18 +317,8 @@ def _tanh32(x):
     return _where(abs(x) > np.float32(9.0), one, t)
 
 
-def tanh(x: float) -> float:
-    """Hyperbolic tangent; in numba code, the vectorisable implementation for the dtype."""
-    return math.tanh(x)
-
-
-@overload(tanh, inline="always")
-def _tanh_overload(x):
-    if isinstance(x, types.Float) and x.bitwidth == 32:
-        return lambda x: _tanh32(x)
-    if isinstance(x, types.Float) and x.bitwidth == 64:
-        return lambda x: _tanh64(x)
-    return None
+tanh = _define("tanh", _tanh32, _tanh64,
+               "Hyperbolic tangent; in numba code, the vectorisable implementation for the dtype.")
 
 
 # sinh and cosh: glibc's e_sinh.c / e_cosh.c (and their float versions) without branches:
@@ -385,32 +380,13 @@ def _cosh32(x):
     return _where(ax < np.float32(0.34657359), tiny, _where(ax < np.float32(9.0), mid, big))
 
 
-def sinh(x: float) -> float:
-    """Hyperbolic sine; in numba code, the vectorisable implementation for the dtype."""
-    return math.sinh(x)
+sinh = _define("sinh", _sinh32, _sinh64,
+               "Hyperbolic sine; in numba code, the vectorisable implementation for the dtype.")
 
 
-@overload(sinh, inline="always")
-def _sinh_overload(x):
-    if isinstance(x, types.Float) and x.bitwidth == 32:
-        return lambda x: _sinh32(x)
-    if isinstance(x, types.Float) and x.bitwidth == 64:
-        return lambda x: _sinh64(x)
-    return None
+cosh = _define("cosh", _cosh32, _cosh64,
+               "Hyperbolic cosine; in numba code, the vectorisable implementation for the dtype.")
 
-
-def cosh(x: float) -> float:
-    """Hyperbolic cosine; in numba code, the vectorisable implementation for the dtype."""
-    return math.cosh(x)
-
-
-@overload(cosh, inline="always")
-def _cosh_overload(x):
-    if isinstance(x, types.Float) and x.bitwidth == 32:
-        return lambda x: _cosh32(x)
-    if isinstance(x, types.Float) and x.bitwidth == 64:
-        return lambda x: _cosh64(x)
-    return None
 
 # log1p: fdlibm's method (s_log1p.c, as musl writes it without branches on the result path).
 # 1 + x = 2**k * m with m in [sqrt(2)/2, sqrt(2)), f = m - 1, s = f / (2 + f), and
@@ -484,18 +460,9 @@ def _log1p32(x):
     return _where((x == np.float32(math.inf)) | (x != x), x, r)
 
 
-def log1p(x: float) -> float:
-    """``log(1 + x)``; in numba code, the vectorisable implementation for the argument's dtype."""
-    return math.log1p(x)
-
-
-@overload(log1p, inline="always")
-def _log1p_overload(x):
-    if isinstance(x, types.Float) and x.bitwidth == 32:
-        return lambda x: _log1p32(x)
-    if isinstance(x, types.Float) and x.bitwidth == 64:
-        return lambda x: _log1p64(x)
-    return None
+log1p = _define("log1p", _log1p32, _log1p64,
+                "``log(1 + x)``; in numba code, the vectorisable implementation for the "
+                "argument's dtype.")
 
 
 # erf, float64: fdlibm's rational approximations (s_erf.c), all evaluated and selected:
@@ -614,15 +581,7 @@ def _erf32(x):
     return _where(ax < _ERF32_SPLIT, small, big)
 
 
-def erf(x: float) -> float:
-    """The error function; in numba code, the vectorisable implementation for the dtype."""
-    return math.erf(x)
+erf = _define("erf", _erf32, _erf64,
+              "The error function; in numba code, the vectorisable implementation for the dtype.")
 
 
-@overload(erf, inline="always")
-def _erf_overload(x):
-    if isinstance(x, types.Float) and x.bitwidth == 32:
-        return lambda x: _erf32(x)
-    if isinstance(x, types.Float) and x.bitwidth == 64:
-        return lambda x: _erf64(x)
-    return None
