@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from ..kernels import engine_numba
+from ..kernels.layout import partial_overlap
 from . import codegen, pool
 from .trace import FuseError, trace
 
@@ -271,8 +272,7 @@ def _compute(p, leaves, weak, result, fortran) -> None:
         # drop the length-1 axes (a view), then merge groups (a view when the layout allows)
         operands.append(a.reshape(tuple(s for s in a.shape if s != 1)).reshape(own))
     target = result
-    buffered = not result.flags.c_contiguous or any(
-        np.may_share_memory(result, a) and not _same_view(result, a) for a in leaves)
+    buffered = not result.flags.c_contiguous or any(partial_overlap(result, a) for a in leaves)
     if buffered:
         target = np.empty(shape, result.dtype)
     flat = target.reshape(dims)
@@ -291,14 +291,9 @@ def _plain(leaves: list, result: np.ndarray) -> bool:
     for a in leaves:
         if a.shape != shape or not a.flags.c_contiguous:
             return False
-        if a is not result and np.may_share_memory(result, a) and not _same_view(result, a):
+        if partial_overlap(result, a):
             return False
     return True
-
-
-def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
-    return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
-            and a.strides == b.strides and a.shape == b.shape and a.dtype == b.dtype)
 
 
 def _launch(p, masks, out, operands, weak) -> None:

