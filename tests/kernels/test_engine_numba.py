@@ -133,7 +133,8 @@ def test_only_select_kernels_stream(monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.int64])
 @pytest.mark.parametrize("mode", ["serial", "parallel", "stream"])
 def test_mask_backward_variants_on_every_partial_byte(mode, dtype):
-    # the vector kernel covers whole bytes, a scalar loop the last partial one
+    # the vector kernel covers whole bytes, a scalar loop the last partial one (for the
+    # streaming variant the serial kernel on launch's tail)
     rng = np.random.default_rng(3)
     for n in (1, 7, 8, 9, 15, 16, 17, 61, 64 + 5):
         g = (rng.standard_normal(n) * 50).astype(dtype)
@@ -142,7 +143,11 @@ def test_mask_backward_variants_on_every_partial_byte(mode, dtype):
         out = np.full(n, 99, dtype)
         if mode == "stream" and out.ctypes.data % 16:
             continue  # the streaming variant runs only on 16-byte aligned outputs
-        engine_numba.kernel_for("mask_backward", mode)(g, bits, out, dtype(0))
+        args = (g, bits, out, dtype(0))
+        engine_numba.kernel_for("mask_backward", mode)(*args)
+        if mode == "stream":
+            tail = engine_numba._tail("mask_backward", args, n - n % 8)
+            engine_numba.kernel_for("mask_backward", "serial")(*tail)
         assert np.array_equal(out, np.where(keep, g, dtype(0))), (n, mode)
 
 

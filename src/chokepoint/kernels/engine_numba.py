@@ -122,15 +122,18 @@ _MASK_FORWARD_LANE = """        v = x[s + {k}]
 # _select8: a vector load, the byte's bits as a lane mask, one select, one store). The byte
 # loop with 8 scalar selects that came before ran at 0.59-0.88x the backward from X (it reads
 # a third of X's bytes); LLVM vectorised it across bytes with a shuffle per element.
-_MASK_BACKWARD = """
+# The streaming variant, as the others, covers the whole bytes and leaves the last partial one
+# to the serial kernel (launch's tail).
+_MASK_BACKWARD_STREAM = """
 def {fname}(grad, bits, out, zero):
     n = out.shape[0]
     for j in {loop}(n // 8):
-        select8(grad, bits[j], out, np.uint64(8) * np.uint64(j), zero)
+        select8_stream(grad, bits[j], out, np.uint64(8) * np.uint64(j), zero)
+"""
+_MASK_BACKWARD = _MASK_BACKWARD_STREAM.replace("select8_stream(", "select8(") + """\
     for i in range(n - n % 8, n):  # the last partial byte
         out[i] = select((bits[i // 8] >> np.uint8(i % 8)) & np.uint8(1), grad[i], zero)
 """
-_MASK_BACKWARD_STREAM = _MASK_BACKWARD.replace("select8(", "select8_stream(")
 
 
 def _select8_codegen(nontemporal: bool):
