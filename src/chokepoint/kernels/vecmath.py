@@ -215,20 +215,39 @@ def _define(name: str, f32, f64, doc: str):
 
 
 @numba.njit(inline="always")
-def _exp64(x):
-    c = _where(x == x, x, 0.0)
-    c = _where(c > 709.8, 709.8, c)  # beyond: inf (the product below overflows)
-    c = _where(c < -745.2, -745.2, c)  # beyond: 0
-    # k = round(c / ln2) by the 1.5 * 2**52 shifter: its low bits hold k, with no conversion
-    # between float and integer (AVX2 has no vector instruction for it)
+def _exp64_reduced(c):
+    """``(p, k)`` with ``exp(c) = p * 2**k`` for finite ``c`` (NaN gives a NaN ``p``): the
+    Cody-Waite reduction and the polynomial, shared by :func:`_exp64` and :func:`_exp64_normal`.
+    ``k = round(c / ln2)`` by the 1.5 * 2**52 shifter: its low bits hold k, with no conversion
+    between float and integer (AVX2 has no vector instruction for it)."""
     t = c * 1.4426950408889634 + 6755399441055744.0
     k = t - 6755399441055744.0
     r = (c - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10
     q = _estrin11(r, r * r, _EXP64_Q)
     p = _fma(_fma(_fma(q, r, 0.5), r, 1.0), r, 1.0)  # 1 + r + r**2/2 + r**3 q(r)
-    ki = _f64_bits(t) - np.int64(0x4338000000000000)
-    k1 = ki >> np.int64(1)
-    k2 = ki - k1
+    return p, _f64_bits(t) - np.int64(0x4338000000000000)
+
+
+@numba.njit(inline="always")
+def _exp32_reduced(c):
+    """:func:`_exp64_reduced` for float32 (the 1.5 * 2**23 shifter; ln2 split so that
+    ``k * hi`` is exact for ``|k| < 2**8``)."""
+    t = c * np.float32(1.44269504) + np.float32(12582912.0)
+    k = t - np.float32(12582912.0)
+    r = (c - k * np.float32(0.693145751953125)) - k * np.float32(1.428606765330187e-06)
+    q = _estrin5(r, r * r, _EXP32_Q)
+    p = _fma(_fma(_fma(q, r, np.float32(0.5)), r, np.float32(1.0)), r, np.float32(1.0))
+    return p, _f32_bits(t) - np.int32(0x4B400000)
+
+
+@numba.njit(inline="always")
+def _exp64(x):
+    c = _where(x == x, x, 0.0)
+    c = _where(c > 709.8, 709.8, c)  # beyond: inf (the product below overflows)
+    c = _where(c < -745.2, -745.2, c)  # beyond: 0
+    p, k = _exp64_reduced(c)
+    k1 = k >> np.int64(1)  # 2**k in two halves: subnormal results round once
+    k2 = k - k1
     res = (p * _f64_from_bits((k1 + np.int64(1023)) << np.int64(52))
            * _f64_from_bits((k2 + np.int64(1023)) << np.int64(52)))
     return _where(x == x, res, x)
@@ -239,15 +258,9 @@ def _exp32(x):
     c = _where(x == x, x, np.float32(0.0))
     c = _where(c > np.float32(88.8), np.float32(88.8), c)
     c = _where(c < np.float32(-104.0), np.float32(-104.0), c)
-    t = c * np.float32(1.44269504) + np.float32(12582912.0)  # the 1.5 * 2**23 shifter
-    k = t - np.float32(12582912.0)
-    # ln2 split so that k * hi is exact for |k| < 2**8
-    r = (c - k * np.float32(0.693145751953125)) - k * np.float32(1.428606765330187e-06)
-    q = _estrin5(r, r * r, _EXP32_Q)
-    p = _fma(_fma(_fma(q, r, np.float32(0.5)), r, np.float32(1.0)), r, np.float32(1.0))
-    ki = _f32_bits(t) - np.int32(0x4B400000)
-    k1 = ki >> np.int32(1)
-    k2 = ki - k1
+    p, k = _exp32_reduced(c)
+    k1 = k >> np.int32(1)
+    k2 = k - k1
     res = (p * _f32_from_bits((k1 + np.int32(127)) << np.int32(23))
            * _f32_from_bits((k2 + np.int32(127)) << np.int32(23)))
     return _where(x == x, res, x)
@@ -257,25 +270,16 @@ def _exp32(x):
 def _exp64_normal(c):
     """``exp(c)`` for ``c`` in [-708, 0] or NaN: where the result is a normal number, so that
     :func:`_exp64`'s clamps, NaN selects and two-step scaling are not needed (erf's tail)."""
-    t = c * 1.4426950408889634 + 6755399441055744.0
-    k = t - 6755399441055744.0
-    r = (c - k * 6.93147180369123816490e-01) - k * 1.90821492927058770002e-10
-    q = _estrin11(r, r * r, _EXP64_Q)
-    p = _fma(_fma(_fma(q, r, 0.5), r, 1.0), r, 1.0)
-    # t's bits are 0x4338000000000000 + k, whose shift by 52 drops the constant: (k + 1023) << 52
-    return p * _f64_from_bits((_f64_bits(t) + np.int64(1023)) << np.int64(52))
+    p, k = _exp64_reduced(c)
+    return p * _f64_from_bits((k + np.int64(1023)) << np.int64(52))
 
 
 @numba.njit(inline="always")
 def _exp32_normal(c):
     """``exp(c)`` for ``c`` in [-87, 0] or NaN (see :func:`_exp64_normal`); the same bits as
     :func:`_exp32` there, 17% faster inside erf."""
-    t = c * np.float32(1.44269504) + np.float32(12582912.0)
-    k = t - np.float32(12582912.0)
-    r = (c - k * np.float32(0.693145751953125)) - k * np.float32(1.428606765330187e-06)
-    q = _estrin5(r, r * r, _EXP32_Q)
-    p = _fma(_fma(_fma(q, r, np.float32(0.5)), r, np.float32(1.0)), r, np.float32(1.0))
-    return p * _f32_from_bits((_f32_bits(t) + np.int32(127)) << np.int32(23))
+    p, k = _exp32_reduced(c)
+    return p * _f32_from_bits((k + np.int32(127)) << np.int32(23))
 
 
 exp = _define("exp", _exp32, _exp64,
