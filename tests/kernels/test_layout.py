@@ -53,3 +53,15 @@ def test_mask_of_fortran_array_uses_c_order():
     assert np.array_equal(mask.unpack(bool), x > 0)
     g = np.asfortranarray(np.ones_like(x))
     assert ref.same(chokepoint.relu_backward(g, mask), ref.relu_backward(g, x))
+
+
+def test_may_share_and_partial_overlap():
+    from chokepoint.kernels.layout import may_share, partial_overlap
+
+    a, b = np.zeros(16), np.zeros(16)
+    assert not may_share(a, b) and may_share(a, a)  # each owns its memory
+    assert may_share(a[2:], a) and not may_share(a[:8], a[8:])
+    buf = bytearray(128)  # foreign memory, two arrays over it: neither owns it
+    assert may_share(np.frombuffer(buf), np.frombuffer(buf))
+    assert not partial_overlap(a, a) and not partial_overlap(a, a[:])  # in place
+    assert partial_overlap(a[1:], a[:-1])
