@@ -1,10 +1,14 @@
 """CuPy: the CUDA source is generated from the same expression table (checked here on the
 CPU); the kernels themselves run where a GPU and CuPy are available."""
 
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
 import chokepoint
+from chokepoint.kernels import vocabulary
 from chokepoint.kernels.on_cupy import cuda_expression
 from chokepoint.kernels.ops import OPS
 
@@ -20,6 +24,27 @@ def test_expressions_translate_to_cuda():
         assert cuda_expression(op.expr)
     with pytest.raises(ValueError, match="CUDA"):
         cuda_expression("max(v, zero)")
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ compiler to check the source")
+def test_cuda_source_compiles_as_cpp_for_float_and_double(tmp_path):
+    # without a GPU, the generated expressions and the preamble's device functions are compiled
+    # by the host's C++ compiler (CUDA's math functions have the same names and overloads as
+    # <cmath>'s), for both computation types: a misspelled function or a missing overload fails
+    functions = []
+    for op in OPS.values():
+        params = "".join(f", C {p}" for p in op.params)
+        functions.append(f"template <typename C> C f_{op.name}(C v, C g{params}) "
+                         f"{{ (void)g; return (C)({cuda_expression(op.expr)}); }}")
+        functions += [f"template {t} f_{op.name}<{t}>({t}, {t}{', ' + t if op.params else ''}"
+                      f"{(', ' + t) * (len(op.params) - 1) if op.params else ''});"
+                      for t in ("float", "double")]
+    source = tmp_path / "kernels.cpp"
+    source.write_text("#include <cmath>\nusing namespace std;\n#define __device__\n"
+                      + vocabulary.CUDA_PREAMBLE + "\n".join(functions) + "\n")
+    result = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", str(source)],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
 
 
 def _cupy():

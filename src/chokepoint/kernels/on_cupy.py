@@ -73,7 +73,8 @@ def _kernel(name: str):
     import cupy
 
     source = kernel_source(name)
-    return cupy.ElementwiseKernel(source[0], "O y", source[1], f"chokepoint_{name}")
+    return cupy.ElementwiseKernel(source[0], "O y", source[1], f"chokepoint_{name}",
+                                  preamble=vocabulary.CUDA_PREAMBLE)
 
 
 def kernel_source(name: str) -> tuple[str, str]:

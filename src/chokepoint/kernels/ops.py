@@ -16,9 +16,9 @@ any other name that is not a function
     engines receive them.
 ``select(c, a, b)``, ``logical_not(c)``, ``logical_and(c, d)``
     elementwise ``a if c else b``, ``not c``, ``c and d``.
-``exp``, ``expm1``, ``log1p``, ``erf``, ``tanh``, ``sinh``, ``cosh``
-    the elementary functions (:data:`FUNCTIONS`); each engine binds them to its own
-    implementation (see :mod:`.vocabulary`).
+``exp``, ``expm1``, ``log1p``, ``erf``, ``tanh``, ``sinh``, ``cosh``, ``ndtr``, ``npdf``
+    the elementary functions (:data:`FUNCTIONS`; ``ndtr`` and ``npdf`` are the standard normal
+    CDF and density); each engine binds them to its own implementation (see :mod:`.vocabulary`).
 
 The semantics are PyTorch CPU's (see docs/kernels.md). Backward operations of the ReLU family
 are selects, not products: ``relu_backward`` returns an exact 0 where the derivative is 0 even
@@ -35,7 +35,7 @@ __all__ = ["FUNCTIONS", "OPS", "Op"]
 
 #: every function an expression may call
 FUNCTIONS = ("select", "logical_not", "logical_and", "exp", "expm1", "log1p", "erf", "tanh",
-             "sinh", "cosh")
+             "sinh", "cosh", "ndtr", "npdf")
 
 
 def _constant_names(expr: str) -> tuple[str, ...]:
@@ -86,11 +86,8 @@ class Op:
 
 
 # torch's constants (aten/src/ATen/native/cpu/Activation.cpp)
-_SQRT1_2 = math.sqrt(0.5)
-_GELU_PDF = 2.0 / math.sqrt(math.pi) * _SQRT1_2 * 0.5   # M_2_SQRTPI * M_SQRT1_2 * 0.5
 _GELU_TANH_BETA = math.sqrt(2.0) * 2.0 / math.sqrt(math.pi) * 0.5  # M_SQRT2 * M_2_SQRTPI * 0.5
 _GELU_KAPPA = 0.044715
-_GELU = {"half": 0.5, "sqrt1_2": _SQRT1_2, "pdf": _GELU_PDF}
 _GELU_TANH = {"half": 0.5, "kbeta": _GELU_TANH_BETA, "kappa": _GELU_KAPPA,
               "three_kappa": 3.0 * _GELU_KAPPA}
 
@@ -109,10 +106,10 @@ _TABLE = [
     Op("leaky_relu_backward", 2, "select(v > zero, g, g * slope)"),
     # Strictly inside (lo, hi): 0 at both boundaries, and NaN blocks the gradient.
     Op("hardtanh_backward", 2, "select(logical_and(v > lo, v < hi), g, zero)"),
-    # GELU, exact: x * Phi(x); backward grad * (Phi(x) + x * phi(x)) (torch's GeluKernelImpl).
-    Op("gelu", 1, "v * half * (one + erf(v * sqrt1_2))", fixed=_GELU),
-    Op("gelu_backward", 2,
-       "g * (half * (one + erf(v * sqrt1_2)) + v * (exp(-half * v * v) * pdf))", fixed=_GELU),
+    # GELU, exact: x * Phi(x); backward grad * (Phi(x) + x * phi(x)) (torch's GeluKernelImpl:
+    # Phi(x) = 0.5 * (1 + erf(x * M_SQRT1_2)), phi(x) = exp(-0.5 * x * x) * kBeta).
+    Op("gelu", 1, "v * ndtr(v)"),
+    Op("gelu_backward", 2, "g * (ndtr(v) + v * npdf(v))"),
     # GELU, tanh approximation (torch's approximate="tanh").
     Op("gelu_tanh", 1, "half * v * (one + tanh(kbeta * (v + kappa * (v * v * v))))",
        fixed=_GELU_TANH),

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import vecmath
 
-__all__ = ["CUDA", "NUMBA", "NUMPY"]
+__all__ = ["CUDA", "CUDA_PREAMBLE", "NUMBA", "NUMPY"]
 
 
 @numba.njit(inline="always")
@@ -48,6 +48,8 @@ NUMBA = {
     "tanh": vecmath.tanh,
     "sinh": vecmath.sinh,
     "cosh": vecmath.cosh,
+    "ndtr": vecmath.ndtr,
+    "npdf": vecmath.npdf,
 }
 
 _erf_double = np.frompyfunc(math.erf, 1, 1)
@@ -57,6 +59,20 @@ def _erf(a: np.ndarray) -> np.ndarray:
     """``erf`` elementwise in ``a``'s dtype (NumPy has none; computed with ``math.erf``)."""
     a = np.asarray(a)
     return _erf_double(a.astype(np.float64)).astype(a.dtype)
+
+
+def _ndtr(a: np.ndarray) -> np.ndarray:
+    """``(1 + erf(a / sqrt(2))) / 2`` in ``a``'s dtype, as torch writes GELU's CDF."""
+    a = np.asarray(a)
+    t = a.dtype.type
+    return t(0.5) * (t(1.0) + _erf(a * t(vecmath._SQRT1_2)))
+
+
+def _npdf(a: np.ndarray) -> np.ndarray:
+    """``exp(-a*a / 2) / sqrt(2 pi)`` in ``a``'s dtype, as torch writes GELU's density."""
+    a = np.asarray(a)
+    t = a.dtype.type
+    return np.exp(t(-0.5) * a * a) * t(vecmath._NPDF)
 
 
 #: name -> NumPy function on arrays
@@ -71,8 +87,24 @@ NUMPY = {
     "tanh": np.tanh,
     "sinh": np.sinh,
     "cosh": np.cosh,
+    "ndtr": _ndtr,
+    "npdf": _npdf,
 }
 
-#: name -> C function (CUDA's math library overloads each for float and double)
+#: name -> C function (CUDA's math library overloads each for float and double; the others
+#: are defined, for both, in :data:`CUDA_PREAMBLE`)
 CUDA = {"exp": "exp", "expm1": "expm1", "log1p": "log1p", "erf": "erf", "tanh": "tanh",
-        "sinh": "sinh", "cosh": "cosh"}
+        "sinh": "sinh", "cosh": "cosh", "ndtr": "chokepoint_ndtr", "npdf": "chokepoint_npdf"}
+
+#: device functions the CUDA kernels may call, for float and double (CUDA's own ``normcdf``
+#: has no float overload, and differs from torch's formula)
+CUDA_PREAMBLE = f"""
+__device__ inline float chokepoint_ndtr(float x) {{
+  return 0.5f * (1.0f + erff(x * {np.float32(vecmath._SQRT1_2)}f)); }}
+__device__ inline double chokepoint_ndtr(double x) {{
+  return 0.5 * (1.0 + erf(x * {vecmath._SQRT1_2!r})); }}
+__device__ inline float chokepoint_npdf(float x) {{
+  return expf(-0.5f * x * x) * {np.float32(vecmath._NPDF)}f; }}
+__device__ inline double chokepoint_npdf(double x) {{
+  return exp(-0.5 * x * x) * {vecmath._NPDF!r}; }}
+"""
