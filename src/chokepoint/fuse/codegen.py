@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
-from ..kernels import engine_numba, vocabulary
+from ..kernels import engine_numba, vecmath, vocabulary
 from .trace import UFUNCS, FuseError, Node
 
 __all__ = ["Plan", "kernel", "plan"]
@@ -65,6 +65,7 @@ def _clip_scalar(x, lo, hi):
 
 _NAMESPACE = {
     **vocabulary.NUMBA,  # exp, expm1, log1p, tanh, sinh, cosh: vectorisable, not libm calls
+    "arctan2": vecmath.arctan2,  # the same (binary, so not in the kernels' vocabulary)
     "__name__": __name__,
     "np": np,
     "prange": numba.prange,

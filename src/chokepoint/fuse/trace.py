@@ -46,7 +46,7 @@ UFUNCS: dict[str, str] = {
     "arcsin": "np.arcsin({0})", "arccos": "np.arccos({0})", "arctan": "np.arctan({0})",
     "sinh": "sinh({0})", "cosh": "cosh({0})", "tanh": "tanh({0})",
     "arcsinh": "np.arcsinh({0})", "arccosh": "np.arccosh({0})", "arctanh": "np.arctanh({0})",
-    "arctan2": "np.arctan2({0}, {1})", "hypot": "np.hypot({0}, {1})",
+    "arctan2": "arctan2({0}, {1})", "hypot": "np.hypot({0}, {1})",
     "power": "np.power({0}, {1})",
     "floor": "np.floor({0})", "ceil": "np.ceil({0})", "trunc": "np.trunc({0})",
     "rint": "np.rint({0})",
@@ -58,9 +58,10 @@ UFUNCS: dict[str, str] = {
     "invert": "~{0}",
 }
 #: Functions whose values may differ from NumPy's own SIMD implementations by an ulp or so
-#: (tests/fuse/test_ulp.py measures it): ``exp``, ``expm1``, ``log1p``, ``tanh``, ``sinh`` and
-#: ``cosh`` are the kernels' vectorisable ones (:mod:`chokepoint.kernels.vecmath`, bound by
-#: name in :mod:`.codegen`), the others the platform's libm through numba.
+#: (tests/fuse/test_ulp.py measures it): ``exp``, ``expm1``, ``log1p``, ``tanh``, ``sinh``,
+#: ``cosh`` and ``arctan2`` are the kernels' vectorisable ones
+#: (:mod:`chokepoint.kernels.vecmath`, bound by name in :mod:`.codegen`), the others the
+#: platform's libm through numba.
 TRANSCENDENTAL = frozenset({
     "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
     "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh",
