@@ -65,7 +65,9 @@ def _clip_scalar(x, lo, hi):
 
 _NAMESPACE = {
     **vocabulary.NUMBA,  # exp, expm1, log1p, tanh, sinh, cosh: vectorisable, not libm calls
-    "arctan2": vecmath.arctan2,  # the same (binary, so not in the kernels' vocabulary)
+    # the same, for ufuncs the kernels' expressions do not use
+    "arctan2": vecmath.arctan2,
+    "log": vecmath.log,
     "__name__": __name__,
     "np": np,
     "prange": numba.prange,

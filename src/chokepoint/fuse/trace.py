@@ -40,7 +40,7 @@ UFUNCS: dict[str, str] = {
     "fmax": "np.fmax({0}, {1})", "fmin": "np.fmin({0}, {1})",
     "absolute": "abs({0})", "sqrt": "np.sqrt({0})", "cbrt": "np.cbrt({0})",
     "exp": "exp({0})", "exp2": "np.exp2({0})", "expm1": "expm1({0})",
-    "log": "np.log({0})", "log2": "np.log2({0})", "log10": "np.log10({0})",
+    "log": "log({0})", "log2": "np.log2({0})", "log10": "np.log10({0})",
     "log1p": "log1p({0})",
     "sin": "np.sin({0})", "cos": "np.cos({0})", "tan": "np.tan({0})",
     "arcsin": "np.arcsin({0})", "arccos": "np.arccos({0})", "arctan": "np.arctan({0})",
@@ -58,8 +58,8 @@ UFUNCS: dict[str, str] = {
     "invert": "~{0}",
 }
 #: Functions whose values may differ from NumPy's own SIMD implementations by an ulp or so
-#: (tests/fuse/test_ulp.py measures it): ``exp``, ``expm1``, ``log1p``, ``tanh``, ``sinh``,
-#: ``cosh`` and ``arctan2`` are the kernels' vectorisable ones
+#: (tests/fuse/test_ulp.py measures it): ``exp``, ``expm1``, ``log``, ``log1p``, ``tanh``,
+#: ``sinh``, ``cosh`` and ``arctan2`` are the kernels' vectorisable ones
 #: (:mod:`chokepoint.kernels.vecmath`, bound by name in :mod:`.codegen`), the others the
 #: platform's libm through numba.
 TRANSCENDENTAL = frozenset({

@@ -37,6 +37,11 @@ arithmetic, selects and bit casts only, which LLVM turns into SIMD code inside t
     float64 log1p rounded to float32 (every float32 > -1 checked); ``log1p(-0.0)`` is -0.0,
     ``log1p(-1)`` -inf, NaN below -1, ``+inf`` and tiny arguments are returned as they are.
 
+:func:`log`
+    log1p's fdlibm core on ``x`` itself (``e_log.c``), subnormals first scaled by a power of 2:
+    at most 1 ulp from the float64 ``log`` (float32: rounded once; NumPy's own float32 log is
+    3 ulp from it). 2.7 against libm's 4.9 ns float64, 1.5 against 3.3 float32.
+
 :func:`erf`
     float64: fdlibm's ``s_erf.c`` (``x + x P/Q`` below 0.84375, ``erx + P1/Q1`` below 1.25,
     ``1 - exp(-x*x - 0.5625 + R/S) / x`` below 6, 1 beyond), every piece evaluated and the
@@ -86,7 +91,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
 
-__all__ = ["arctan2", "cosh", "erf", "exp", "expm1", "log1p", "ndtr", "npdf", "sinh", "tanh"]
+__all__ = ["arctan2", "cosh", "erf", "exp", "expm1", "log", "log1p", "ndtr", "npdf", "sinh", "tanh"]
 
 
 @intrinsic
@@ -434,15 +439,19 @@ _SQRT1_2_BITS_32 = 0x3F3504F3
 
 
 @numba.njit(inline="always")
-def _log1p64(x):
-    u = 1.0 + x
-    # adding 1 - sqrt(2)/2 to the bits moves the exponent up where the mantissa is >= sqrt(2)
+def _log64_split(u):
+    """``(f, k)`` with ``u = 2**k (1 + f)``, ``1 + f`` in [sqrt(2)/2, sqrt(2)), for a positive
+    normal ``u``: adding 1 - sqrt(2)/2 to the bits moves the exponent up where the mantissa is
+    >= sqrt(2)."""
     iu = _f64_bits(u) + np.int64(0x3FF0000000000000 - _SQRT1_2_BITS_64)
     k = (iu >> np.int64(52)) - np.int64(1023)
     f = _f64_from_bits((iu & np.int64(0x000FFFFFFFFFFFFF)) + np.int64(_SQRT1_2_BITS_64)) - 1.0
-    # u - 1 is exact for k < 2, u - x beyond; u is 0 only at x = -1 (selected below), and a
-    # division by 0 would raise under numba's default error model
-    c = (_where(k >= 2, 1.0 - (u - x), x - (u - 1.0))) / (_where(u != 0.0, u, 1.0))
+    return f, k
+
+
+@numba.njit(inline="always")
+def _log64_sum(f, k, c):
+    """``log(2**k (1 + f)) + c`` for small ``c``: fdlibm's polynomial and sum."""
     hfsq = 0.5 * f * f
     s = f / (2.0 + f)
     z = s * s
@@ -450,7 +459,17 @@ def _log1p64(x):
     t1 = w * (_LG2_64 + w * (_LG4_64 + w * _LG6_64))
     t2 = z * (_LG1_64 + w * (_LG3_64 + w * (_LG5_64 + w * _LG7_64)))
     dk = np.float64(k)
-    r = s * (hfsq + (t2 + t1)) + (dk * _LN2_LO_64 + c) - hfsq + f + dk * _LN2_HI_64
+    return s * (hfsq + (t2 + t1)) + (dk * _LN2_LO_64 + c) - hfsq + f + dk * _LN2_HI_64
+
+
+@numba.njit(inline="always")
+def _log1p64(x):
+    u = 1.0 + x
+    f, k = _log64_split(u)
+    # u - 1 is exact for k < 2, u - x beyond; u is 0 only at x = -1 (selected below), and a
+    # division by 0 would raise under numba's default error model
+    c = (_where(k >= 2, 1.0 - (u - x), x - (u - 1.0))) / (_where(u != 0.0, u, 1.0))
+    r = _log64_sum(f, k, c)
     # |x| < 2**-54 (and ±0): log1p(x) rounds to x
     r = _where(abs(x) < 5.551115123125783e-17, x, r)
     r = _where(x == -1.0, -math.inf, r)
@@ -459,14 +478,27 @@ def _log1p64(x):
 
 
 @numba.njit(inline="always")
-def _log1p32(x):
-    u = np.float32(1.0) + x
+def _log64(x):
+    # subnormals scaled into the normal range first (2**54, exact)
+    sub = x < 2.2250738585072014e-308
+    f, k = _log64_split(_where(sub, x * 18014398509481984.0, x))
+    r = _log64_sum(f, k - _where(sub, np.int64(54), np.int64(0)), 0.0)
+    r = _where(x == 0.0, -math.inf, r)
+    r = _where(x < 0.0, math.nan, r)
+    return _where((x == math.inf) | (x != x), x, r)
+
+
+@numba.njit(inline="always")
+def _log32_split(u):
     iu = _f32_bits(u) + np.int32(0x3F800000 - _SQRT1_2_BITS_32)
     k = (iu >> np.int32(23)) - np.int32(127)
     f = (_f32_from_bits((iu & np.int32(0x007FFFFF)) + np.int32(_SQRT1_2_BITS_32))
          - np.float32(1.0))
-    c = ((_where(k >= np.int32(2), np.float32(1.0) - (u - x), x - (u - np.float32(1.0))))
-         / (_where(u != np.float32(0.0), u, np.float32(1.0))))
+    return f, k
+
+
+@numba.njit(inline="always")
+def _log32_sum(f, k, c):
     hfsq = np.float32(0.5) * f * f
     s = f / (np.float32(2.0) + f)
     z = s * s
@@ -474,13 +506,35 @@ def _log1p32(x):
     t1 = w * (_LG2_32 + w * _LG4_32)
     t2 = z * (_LG1_32 + w * _LG3_32)
     dk = np.float32(k)
-    r = s * (hfsq + (t2 + t1)) + (dk * _LN2_LO_32 + c) - hfsq + f + dk * _LN2_HI_32
+    return s * (hfsq + (t2 + t1)) + (dk * _LN2_LO_32 + c) - hfsq + f + dk * _LN2_HI_32
+
+
+@numba.njit(inline="always")
+def _log1p32(x):
+    u = np.float32(1.0) + x
+    f, k = _log32_split(u)
+    c = ((_where(k >= np.int32(2), np.float32(1.0) - (u - x), x - (u - np.float32(1.0))))
+         / (_where(u != np.float32(0.0), u, np.float32(1.0))))
+    r = _log32_sum(f, k, c)
     r = _where(abs(x) < np.float32(5.9604645e-08), x, r)  # |x| < 2**-24
     r = _where(x == np.float32(-1.0), np.float32(-math.inf), r)
     r = _where(x < np.float32(-1.0), np.float32(math.nan), r)
     return _where((x == np.float32(math.inf)) | (x != x), x, r)
 
 
+@numba.njit(inline="always")
+def _log32(x):
+    sub = x < np.float32(1.1754944e-38)
+    f, k = _log32_split(_where(sub, x * np.float32(16777216.0), x))  # 2**24
+    r = _log32_sum(f, k - _where(sub, np.int32(24), np.int32(0)), np.float32(0.0))
+    r = _where(x == np.float32(0.0), np.float32(-math.inf), r)
+    r = _where(x < np.float32(0.0), np.float32(math.nan), r)
+    return _where((x == np.float32(math.inf)) | (x != x), x, r)
+
+
+log = _define("log", _log32, _log64,
+              "The natural logarithm; in numba code, the vectorisable implementation for the "
+              "dtype.")
 log1p = _define("log1p", _log1p32, _log1p64,
                 "``log(1 + x)``; in numba code, the vectorisable implementation for the "
                 "argument's dtype.")
