@@ -72,9 +72,9 @@ def _check_close(name, ours, ref, g, x):
     assert np.array_equal(np.isnan(o), nan), f"{name}: NaN at different places"
     eps = np.finfo(ref.dtype).eps
     scale = 1.0 if g is None else np.abs(g.astype(np.float64))
-    tol = TOL_ULP * (np.spacing(np.abs(r).astype(ref.dtype)).astype(np.float64)
-                     + eps * (1 + np.abs(x.astype(np.float64))) * scale)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):  # the spacing of inf and NaN is NaN: no tolerance
+        tol = TOL_ULP * (np.spacing(np.abs(r).astype(ref.dtype)).astype(np.float64)
+                         + eps * (1 + np.abs(x.astype(np.float64))) * scale)
         bad = ~nan & ~(o == r) & ~(np.abs(o - r) <= tol)
     assert not bad.any(), (f"{name}: {bad.sum()} values off, e.g. x={x[bad][:3]} ours="
                            f"{ours[bad][:3]} torch={ref[bad][:3]}")
