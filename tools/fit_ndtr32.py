@@ -24,25 +24,10 @@ import argparse
 import math
 
 import numpy as np
+from fit_erf32 import _chebyshev_nodes, _fit_float32  # the same fitting, run from tools/
 
 END = 5.6
 DEGREE = 7
-
-
-def _chebyshev_nodes(a: float, b: float, n: int) -> np.ndarray:
-    k = np.arange(n)
-    return (a + b) / 2 + (b - a) / 2 * np.cos(np.pi * (k + 0.5) / n)
-
-
-def _lawson(v: np.ndarray, y: np.ndarray, w: np.ndarray, iterations: int = 60) -> np.ndarray:
-    """Coefficients ``c`` that (nearly) minimise ``max |w * (v @ c - y)|``."""
-    weights = np.full(len(y), 1.0 / len(y))
-    for _ in range(iterations):
-        sw = np.sqrt(weights) * w
-        c = np.linalg.lstsq(v * sw[:, None], y * sw, rcond=None)[0]
-        weights = weights * np.abs(w * (v @ c - y))
-        weights /= weights.sum()
-    return c
 
 
 def fit(p: float, degree: int = DEGREE, n: int = 3000) -> tuple[np.ndarray, float]:
@@ -52,12 +37,7 @@ def fit(p: float, degree: int = DEGREE, n: int = 3000) -> tuple[np.ndarray, floa
     scaled = np.array([math.erfc(v / math.sqrt(2)) * math.exp(v * v / 2) for v in a])
     y, w = scaled - 1, np.exp(-a * a / 2)
     v = np.vander(s, degree + 2, increasing=True)[:, 1:]  # s, s**2, ...: R = 1 + s P(s)
-    fixed: list[float] = []
-    for j in range(v.shape[1]):
-        rest = y - v[:, :j] @ np.array(fixed) if j else y
-        fixed.append(float(np.float32(_lawson(v[:, j:], rest, w)[0])))
-    c = np.array(fixed)
-    return c, float(np.abs(w * (v @ c - y)).max())
+    return _fit_float32(v, y, w)
 
 
 def main() -> None:
