@@ -36,8 +36,7 @@ def test_cuda_source_compiles_as_cpp_for_float_and_double(tmp_path):
         params = "".join(f", C {p}" for p in op.params)
         functions.append(f"template <typename C> C f_{op.name}(C v, C g{params}) "
                          f"{{ (void)g; return (C)({cuda_expression(op.expr)}); }}")
-        functions += [f"template {t} f_{op.name}<{t}>({t}, {t}{', ' + t if op.params else ''}"
-                      f"{(', ' + t) * (len(op.params) - 1) if op.params else ''});"
+        functions += [f"template {t} f_{op.name}<{t}>({', '.join([t] * (2 + len(op.params)))});"
                       for t in ("float", "double")]
     source = tmp_path / "kernels.cpp"
     source.write_text("#include <cmath>\nusing namespace std;\n#define __device__\n"

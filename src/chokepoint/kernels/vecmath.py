@@ -660,8 +660,6 @@ erf = _define("erf", _erf32, _erf64,
               "The error function; in numba code, the vectorisable implementation for the dtype.")
 
 
-
-
 # ndtr and npdf: the standard normal distribution's CDF Phi(x) = (1 + erf(x / sqrt(2))) / 2 and
 # density phi(x) = exp(-x*x / 2) / sqrt(2 pi), GELU's pieces (x Phi(x); Phi(x) + x phi(x)).
 # float64: from erf and exp above, exactly as torch writes them. float32: GELU needs Phi to an
@@ -692,12 +690,6 @@ def _exp32_nonpositive_2p64(c):
 
 _2M64 = np.float32(2.0 ** -64)
 _NPDF32_2M64 = np.float32(np.float32(_NPDF) * _2M64)  # exact: a power of 2 apart
-
-
-@numba.njit(inline="always")
-def _exp32_nonpositive(c):
-    """``exp(c)`` for ``c <= 0`` or NaN (see :func:`_exp32_nonpositive_2p64`)."""
-    return _exp32_nonpositive_2p64(c) * _2M64
 
 
 @numba.njit(inline="always")
@@ -819,17 +811,13 @@ def _arctan2_32(y, x):
     return _f32_from_bits(_f32_bits(angle) | (_f32_bits(y) & np.int32(-0x80000000)))
 
 
-def _arctan2(y: float, x: float) -> float:
+def arctan2(y: float, x: float) -> float:
+    """The angle of the point (x, y), as ``np.arctan2(y, x)``; in numba code, the vectorisable
+    implementation for the dtype (binary, so not through :func:`_define`)."""
     return math.atan2(y, x)
 
 
-_arctan2.__name__ = _arctan2.__qualname__ = "arctan2"
-_arctan2.__doc__ = ("The angle of the point (x, y), as ``np.arctan2(y, x)``; in numba code, the "
-                    "vectorisable implementation for the dtype.")
-arctan2 = _arctan2
-
-
-@overload(_arctan2, inline="always")
+@overload(arctan2, inline="always")
 def _arctan2_implementation(y, x):
     if isinstance(y, types.Float) and y == x and y.bitwidth == 32:
         return lambda y, x: _arctan2_32(y, x)
