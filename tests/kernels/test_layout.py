@@ -63,5 +63,11 @@ def test_may_share_and_partial_overlap():
     assert may_share(a[2:], a) and not may_share(a[:8], a[8:])
     buf = bytearray(128)  # foreign memory, two arrays over it: neither owns it
     assert may_share(np.frombuffer(buf), np.frombuffer(buf))
+    # views of different owners cannot overlap; views of one owner, or memory reached
+    # through a buffer, a strided trick or a reinterpretation, ask NumPy
+    assert not may_share(a.reshape(4, 4)[1], b[::2]) and may_share(a.reshape(4, 4)[1], a[4:6])
+    assert may_share(np.frombuffer(a), a[3:]) and may_share(a.view(np.int64)[5:], a[:6])
+    strided = np.lib.stride_tricks.as_strided(a, (4,), (0,))
+    assert may_share(strided, a) and not may_share(strided, b)
     assert not partial_overlap(a, a) and not partial_overlap(a, a[:])  # in place
     assert partial_overlap(a[1:], a[:-1])

@@ -36,10 +36,19 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def may_share(a: np.ndarray, b: np.ndarray) -> bool:
-    """``np.may_share_memory(a, b)``, answered at once for two arrays that each allocated their
-    own memory (0.1 us, against 0.5 us: a third of a 1000-element kernel call)."""
-    if a.flags.owndata and b.flags.owndata:
-        return a is b
+    """``np.may_share_memory(a, b)``, answered at once when two different arrays allocated
+    ``a``'s and ``b``'s memory (0.3 us, against 0.5 us plus the call: a third of a
+    1000-element kernel call).
+
+    NumPy sets a view's ``base`` to the first array that owns its memory, so two views whose
+    owners differ cannot overlap. Memory from anything else (a buffer, a memory map, C code)
+    is asked of :func:`numpy.may_share_memory`. Inlined: a call costs 0.1 us here.
+    """
+    owner_a = a if a.base is None else a.base
+    owner_b = b if b.base is None else b.base
+    if (owner_a is not owner_b and type(owner_a) is np.ndarray and type(owner_b) is np.ndarray
+            and owner_a.flags.owndata and owner_b.flags.owndata):
+        return False
     return np.may_share_memory(a, b)
 
 
