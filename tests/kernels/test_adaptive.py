@@ -141,3 +141,21 @@ def test_one_call_in_sample_chooses_and_is_timed():
     # a call whose output cannot stream never gets a variant decided for one that can
     assert c.decide("relu", n, "stream")[0] == "stream"
     assert c.decide("relu", n, "parallel")[0] == "parallel"
+
+
+def test_three_candidates_each_measured_then_the_fastest():
+    # a fused kernel that can stream: its unrolled lanes may stay scalar (sqrt), so the calls
+    # compare it with the parallel loop as well as with the serial one
+    clock = Clock()
+    c = Chooser(clock)
+    n = 10_000_000
+    three = ("parallel", "serial")
+    for variant in ("stream", *three):
+        c.record("fuse", n, variant, 1.0)  # compilation, not counted
+    for variant, seconds in (("stream", 13e-3), ("parallel", 7e-3), ("serial", 12e-3),
+                             ("stream", 13e-3), ("serial", 12e-3)):
+        assert c.choose("fuse", n, "stream", three) == variant  # each loser twice
+        c.record("fuse", n, variant, seconds)
+    assert c.decide("fuse", n, "stream", three) == ("parallel", True)
+    assert c.decide("fuse", n, "stream", three) == ("parallel", False)  # settled
+    assert c.decide("fuse", n, "stream") == ("serial", True)  # without parallel: serial

@@ -304,12 +304,15 @@ def _launch(p, masks, out, operands, weak) -> None:
     with engine_numba._launch_lock:
         # streaming only where the kernels stream (the tuning measured it faster) and only
         # for arithmetic: with exp & co. its 8 unrolled lanes stay scalar, and compiling them
-        # took 6 s for 'np.exp(a) + b' (1.2 s for the parallel variant)
-        wide = ("stream" if out.ndim == 1 and not p.transcendental and engine_numba._stream_maps
-                and engine_numba._streamable(out, tuple(operands)) else "parallel")
+        # took 6 s for 'np.exp(a) + b' (1.2 s for the parallel variant). Even then the calls
+        # measure it against the parallel loop: LLVM leaves some lanes scalar (sqrt: 13.4 ms
+        # against 6.9 for 'np.sqrt(a**2 + b**2)' on 1e7 float64), others gain (a + b * c).
+        stream = (out.ndim == 1 and not p.transcendental and engine_numba._stream_maps
+                  and engine_numba._streamable(out, tuple(operands)))
+        wide, others = ("stream", ("parallel", "serial")) if stream else ("parallel", ("serial",))
         # serial when the calls measured it faster (a busy core): the kernels' own chooser
         key = ("fuse", id(p), masks)  # a plan lives as long as its Fused (cached per trace)
-        mode, timed = engine_numba.chooser.decide(key, n, wide)
+        mode, timed = engine_numba.chooser.decide(key, n, wide, others)
         start = time.perf_counter() if timed else 0.0
         if mode == "stream":
             codegen.kernel(p, masks, "stream")(out, *operands, *weak)

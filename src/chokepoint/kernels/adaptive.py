@@ -11,7 +11,9 @@ when its figure is older than :data:`STALE` seconds (longer for a variant whose 
 more, so that re-measuring takes at most :data:`BUDGET` of the time): at most one exploratory
 call per size class every few seconds, so a steady loop pays almost nothing for it, and a
 machine whose load changes is followed within seconds. The first call of a size class runs the
-engine's default choice.
+engine's default choice. The candidates are the default and serial; a fused kernel that can
+stream has three (streaming, parallel, serial), since whether LLVM vectorises its unrolled
+streaming lanes depends on the expression.
 
 A fresh figure (the first for a variant, or the first after it went stale) takes two calls and
 keeps the faster of them, and a variant that lost on one call is run once more: one slow call
@@ -38,7 +40,7 @@ WEIGHT = 0.5
 
 
 class Chooser:
-    """Serial or parallel (or streaming) per kernel and size class; see the module notes."""
+    """Serial, parallel or streaming per kernel and size class; see the module notes."""
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter):
         self.clock = clock
@@ -48,44 +50,53 @@ class Chooser:
         self._compiled: set[tuple] = set()  # call signatures that have run once
         self._last: dict[tuple, list] = {}  # (kernel, size, default) -> [variant, calls left]
 
-    def decide(self, name, n: int, default: str) -> tuple[str, bool]:
+    def decide(self, name, n: int, default: str,
+               others: tuple[str, ...] = ("serial",)) -> tuple[str, bool]:
         """The variant for this call, and whether to time it (then :meth:`record` it).
 
         One call in :data:`SAMPLE` per kernel and size class makes the choice (:meth:`choose`)
         and is timed; the calls between run the same variant untimed. Choosing and recording
         cost about 2.6 us, a seventh of a 1e5-element call. A variant run only to be measured
-        (the slower one, re-measured) runs for that one call: the next call chooses again.
+        (a slower one, re-measured) runs for that one call: the next call chooses again.
         """
-        # the default too: it is this call's (streaming only where this out can stream), and
-        # a variant decided for one call must be one this call can run
-        key = (name, n.bit_length(), default)
+        # the candidates too: the default is this call's (streaming only where this out can
+        # stream), and a variant decided for one call must be one this call can run
+        key = (name, n.bit_length(), default, others)
         last = self._last.get(key)
         if last is not None and last[1] > 0:
             last[1] -= 1
             return last[0], False
-        variant, settled = self._choice(name, n, default)
+        variant, settled = self._choice(name, n, (default, *others))
         # a variant run to be measured runs once: the next call chooses again
         self._last[key] = [variant, SAMPLE - 1 if settled else 0]
         return variant, True
 
-    def choose(self, name, n: int, default: str) -> str:
+    def choose(self, name, n: int, default: str, others: tuple[str, ...] = ("serial",)) -> str:
         """The variant to run for kernel ``name`` on ``n`` elements: ``default`` (the engine's
-        parallel or streaming choice) or ``"serial"``."""
-        return self._choice(name, n, default)[0]
+        parallel or streaming choice) or one of ``others`` (``"serial"``; fused kernels that
+        can stream also compare ``"parallel"``)."""
+        return self._choice(name, n, (default, *others))[0]
 
-    def _choice(self, name, n: int, default: str) -> tuple[str, bool]:
-        """(variant, settled): settled is False while a variant is run to be measured."""
+    def _choice(self, name, n: int, candidates: tuple[str, ...]) -> tuple[str, bool]:
+        """(variant, settled): settled is False while a variant is run to be measured.
+
+        Each candidate without a figure is run first, in order; then the fastest, unless a
+        slower one is due to be measured again (:func:`_retry`). A tie goes to the later
+        candidate (serial: it leaves the other core alone).
+        """
         size = n.bit_length()
-        wide = self.figures.get((name, size, default))
-        narrow = self.figures.get((name, size, "serial"))
-        if wide is None:
-            return default, False
-        if narrow is None:
-            return "serial", False  # measure the other one once
+        figures = {}
+        for variant in candidates:
+            figure = self.figures.get((name, size, variant))
+            if figure is None:
+                return variant, False
+            figures[variant] = figure
+        best = min(reversed(candidates), key=lambda variant: figures[variant][0])
         now = self.clock()
-        if narrow[0] <= wide[0]:
-            return (default, False) if _retry(wide, narrow, n, now) else ("serial", True)
-        return ("serial", False) if _retry(narrow, wide, n, now) else (default, True)
+        for variant in candidates:
+            if variant != best and _retry(figures[variant], figures[best], n, now):
+                return variant, False
+        return best, True
 
     def record(self, name, n: int, variant: str, seconds: float,
                signature: tuple = ()) -> None:
