@@ -3,7 +3,7 @@
 Ours and torch's calls alternate in one process (medians of ``--rounds``), both writing into a
 preallocated output, on ``--n`` elements of float32 and float64. Prints each time, the ratio
 (torch / ours: above 1 means we are faster) and the bandwidth floor (inputs read once, output
-written once, at the measured read bandwidth).
+written once, at the faster of the read and triad bandwidths measured at the start).
 
     python benchmarks/activations.py [--n 30000000] [--rounds 5]
 """
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 import chokepoint
-from chokepoint.measure.roofline import roofline
+from chokepoint.measure.roofline import measure_floor_bandwidth
 
 WARM_CALLS = 8
 
@@ -58,9 +58,9 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=30_000_000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    bandwidth = roofline().read_bw
+    bandwidth, said = measure_floor_bandwidth()
     print(f"{args.n} elements, torch {torch.__version__} ({torch.get_num_threads()} threads), "
-          f"read bandwidth {bandwidth / 1e9:.1f} GB/s; medians of {args.rounds}")
+          f"{said}; medians of {args.rounds}")
     print(f"{'kernel':20s} {'dtype':8s} {'ours ms':>9s} {'torch ms':>9s} {'torch/ours':>10s} "
           f"{'floor ms':>9s} {'ours/floor':>10s}")
     rng = np.random.default_rng(0)

@@ -5,7 +5,8 @@
 float32 and float64, 1e5 and 1e7 elements; runs alternate between the candidates, each time is
 the median of the repeats. ``fuse`` allocates its result as NumPy and numexpr do; ``fuse out=``
 writes into a preallocated array. The floor is inputs read once plus the result written once at
-the machine's measured read bandwidth (chokepoint.measure.roofline). Results: RESULTS.md, "Fusion".
+the faster of the read and triad bandwidths, measured at the start of the run. Results:
+RESULTS.md, "Fusion".
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numexpr
 import numpy as np
 
 import chokepoint
-from chokepoint.measure.roofline import roofline
+from chokepoint.measure.roofline import measure_floor_bandwidth
 
 EXPRESSIONS = [
     "a + b * c",
@@ -59,9 +60,9 @@ def main(argv=None) -> int:
     sizes = [int(float(argv[argv.index("--n") + 1]))] if "--n" in argv else [10**5, 10**7]
     repeats = 3 if quick else 5
     min_time = 0.02 if quick else 0.05
-    bw = roofline().bandwidth
+    bw, said = measure_floor_bandwidth()
     print(f"numexpr {numexpr.__version__} ({numexpr.get_num_threads()} threads), "
-          f"NumPy {np.__version__}; read bandwidth {bw / 1e9:.1f} GB/s")
+          f"NumPy {np.__version__}; {said}")
     print(f"{'expression':<62} {'dtype':<8} {'n':>5} {'numpy':>9} {'numexpr':>9} {'fuse':>9} "
           f"{'fuse out=':>9} {'np/fuse':>7} {'ne/fuse':>7} {'/floor':>6} {'compile':>7} vs NumPy")
     rng = np.random.default_rng(0)

@@ -3,8 +3,8 @@
 X = randn(3072, 10000) float64 (246 MB) and G of the same shape. Each kernel is raced, in one
 process, against NumPy's best formulations (out= where it helps), numexpr and torch CPU when
 installed, and the floor: the bytes the operation must move (inputs read once, output written
-once) at the read bandwidth measured in this same run. ``chokepoint bench`` runs it;
-``benchmarks/kernels.py`` too.
+once) at the faster of the read and triad bandwidths measured in this same run. ``chokepoint
+bench`` runs it; ``benchmarks/kernels.py`` too.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 
 import chokepoint
 from chokepoint.measure import measure
-from chokepoint.measure.roofline import measure_bandwidths
+from chokepoint.measure.roofline import measure_floor_bandwidth
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,9 +63,9 @@ def run(args: argparse.Namespace) -> int:
     G = rng.standard_normal(shape)
     n = X.size
     out8, outb, outf = np.empty(shape, np.uint8), np.empty(shape, bool), np.empty_like(X)
-    bw = measure_bandwidths(max(X.nbytes, 2**27), args.min_time)["read_bw"]
+    bw, said = measure_floor_bandwidth(max(X.nbytes, 2**27), args.min_time)
     print(f"X {shape} float64, {X.nbytes / 1e6:.1f} MB; backend {chokepoint.get_backend()}; "
-          f"read bandwidth {bw / 1e9:.1f} GB/s (measured now)")
+          f"{said}")
 
     ne, torch = peers()
 
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     medians = {}
     for title, (nbytes, candidates) in groups.items():
         floor = nbytes / bw
-        print(f"\n{title}: floor {floor * 1e3:.2f} ms (those bytes at the read bandwidth)")
+        print(f"\n{title}: floor {floor * 1e3:.2f} ms (those bytes at that bandwidth)")
         for label, fn, *own_bytes in candidates:
             m = measure(fn, min_time=args.min_time, repeats=3 if args.quick else 7)
             medians[label] = m.median

@@ -19,6 +19,8 @@ def test_measure_small_roofline_is_plausible():
     assert roof.machine["cores"] >= 1
     assert roof.floor_seconds(roof.bandwidth) == pytest.approx(1.0)
     assert roof.bandwidth == max(roof.read_bw, roof.read_bw_1t)
+    assert roof.peak_bandwidth == max(roof.bandwidth, roof.copy_bw, roof.copy_bw_1t,
+                                      roof.triad_bw, roof.triad_bw_1t)
     assert roof.attainable(1e-6) == pytest.approx(1e-6 * roof.bandwidth)
     assert roof.attainable(1e9) == roof.compute == max(roof.flops, roof.flops_1t)
     assert set(roof.spread) == {"read_bw", "write_bw", "copy_bw", "triad_bw"}

@@ -30,7 +30,7 @@ import numpy as np
 from .timer import measure
 
 __all__ = ["ARRAY_BYTES", "BANDWIDTHS", "Roofline", "cache_path", "machine_info",
-           "measure_bandwidths", "measure_roofline", "roofline"]
+           "measure_bandwidths", "measure_floor_bandwidth", "measure_roofline", "roofline"]
 
 ARRAY_BYTES = 256 * 2**20
 _FLOP_STEPS = 64
@@ -126,6 +126,14 @@ class Roofline:
         return max(self.read_bw, self.read_bw_1t)
 
     @property
+    def peak_bandwidth(self) -> float:
+        """The fastest rate any of the measurements moved bytes, B/s: read, copy or triad, all
+        threads or one. A kernel with several streams (the triad's two reads and a write) can
+        move bytes faster than a single read stream, so the benchmarks' floors use this one;
+        explain's "% of the roof" stays the read bandwidth (:attr:`bandwidth`)."""
+        return max(self.bandwidth, self.copy_bw, self.copy_bw_1t, self.triad_bw, self.triad_bw_1t)
+
+    @property
     def compute(self) -> float:
         """The elementwise float64 rate used for floors, flop/s (all threads or one, the
         higher)."""
@@ -197,6 +205,15 @@ def cache_path(machine: dict | None = None) -> Path:
 
 
 BANDWIDTHS = ("read_bw", "write_bw", "copy_bw", "triad_bw")
+
+
+def measure_floor_bandwidth(nbytes: int = 2**28, min_time: float = 0.1) -> tuple[float, str]:
+    """The rate a benchmark's floor uses, measured now: the faster of the read and triad
+    bandwidths (as :attr:`Roofline.peak_bandwidth`), in B/s, and a line saying both."""
+    measured = measure_bandwidths(nbytes, min_time, kinds=("read_bw", "triad_bw"))
+    line = (f"bandwidth read {measured['read_bw'] / 1e9:.1f} GB/s, triad "
+            f"{measured['triad_bw'] / 1e9:.1f} GB/s (measured now; floors use the faster)")
+    return max(measured.values()), line
 
 
 def measure_bandwidths(nbytes: int, min_time: float,
