@@ -1,10 +1,11 @@
 """Serial or parallel from the calls' own times (no timing: a fake clock, made-up times)."""
 
 import numpy as np
+import pytest
 
 import chokepoint
 from chokepoint.kernels import engine_numba
-from chokepoint.kernels.adaptive import BUDGET, SAMPLE, STALE, Chooser
+from chokepoint.kernels.adaptive import BUDGET, CAP, SAMPLE, STALE, Chooser
 
 
 def warm(c, name, n):
@@ -128,11 +129,14 @@ def test_one_call_in_sample_chooses_and_is_timed():
     assert [c.decide("relu", n, "parallel") for _ in range(3)] == [("parallel", True)] * 3
     c.record("relu", n, "parallel", 1e-4)
     c.record("relu", n, "parallel", 1e-4)
+    # the first call after another variant is not timed (the data sit in that one's caches)
+    assert c.decide("relu", n, "parallel") == ("serial", False)
     # a variant run to be measured runs once, then the next call chooses again
     assert c.decide("relu", n, "parallel") == ("serial", True)
     c.record("relu", n, "serial", 8e-3)
     assert c.decide("relu", n, "parallel") == ("serial", True)  # lost on one call: once more
     c.record("relu", n, "serial", 8e-3)
+    assert c.decide("relu", n, "parallel") == ("parallel", False)  # back: untimed again
     # settled on parallel: one call in SAMPLE chooses and is timed
     decisions = [c.decide("relu", n, "parallel") for _ in range(2 * SAMPLE)]
     assert [timed for _, timed in decisions] == ([True] + [False] * (SAMPLE - 1)) * 2
@@ -159,3 +163,24 @@ def test_three_candidates_each_measured_then_the_fastest():
     assert c.decide("fuse", n, "stream", three) == ("parallel", True)
     assert c.decide("fuse", n, "stream", three) == ("parallel", False)  # settled
     assert c.decide("fuse", n, "stream") == ("serial", True)  # without parallel: serial
+
+
+def test_one_stray_call_counts_at_most_cap_times_the_figure():
+    clock = Clock()
+    c = Chooser(clock)
+    n = 100_000
+    warm(c, "relu", n)
+    for variant, seconds in (("parallel", 8e-6), ("serial", 10e-6), ("serial", 10e-6),
+                             ("parallel", 8e-6)):
+        assert c.choose("relu", n, "parallel") == variant
+        c.record("relu", n, variant, seconds)
+    c.record("relu", n, "parallel", 1e-3)  # an interrupt: 125x the usual call
+    figure = c.figures[("relu", n.bit_length(), "parallel")][0] * n
+    assert figure == pytest.approx((8e-6 + CAP * 8e-6) / 2)
+    c.record("relu", n, "parallel", 8e-6)
+    assert c.choose("relu", n, "parallel") == "parallel"  # the stray call did not turn it
+    calls = 0
+    while c.choose("relu", n, "parallel") == "parallel":  # a busy core: slow call after call
+        c.record("relu", n, "parallel", 1e-3)
+        calls += 1
+    assert calls <= 3

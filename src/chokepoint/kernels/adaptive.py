@@ -15,6 +15,13 @@ engine's default choice. The candidates are the default and serial; a fused kern
 stream has three (streaming, parallel, serial), since whether LLVM vectorises its unrolled
 streaming lanes depends on the expression.
 
+A call's time depends on the variant that ran before it: after serial calls, the input is in
+one core's cache and the thread pool's threads sleep. ``relu_grad`` on 1e5 float32 took 8 us
+in parallel call after call, but 42-63 us as the first parallel call after serial ones (17-21
+us with the threads woken first: the other half of the input was in the other core's L2). So
+the first call of a variant after another one ran is not timed; the next call chooses again,
+and is. A kernel re-measured after two seconds of serial calls no longer loses by that.
+
 A fresh figure (the first for a variant, or the first after it went stale) takes two calls and
 keeps the faster of them, and a variant that lost on one call is run once more: one slow call
 (the first touch of a new output array on a VM: 25 ms for 8 MB, against 0.3 ms per later call)
@@ -27,7 +34,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-__all__ = ["BUDGET", "SAMPLE", "STALE", "Chooser"]
+__all__ = ["BUDGET", "CAP", "SAMPLE", "STALE", "Chooser"]
 
 #: a variant's figure older than this (seconds) is measured again
 STALE = 2.0
@@ -37,6 +44,8 @@ SAMPLE = 8
 BUDGET = 0.01
 #: weight of a new observation in the moving average
 WEIGHT = 0.5
+#: one observation counts at most this many times the figure it updates
+CAP = 2.0
 
 
 class Chooser:
@@ -67,6 +76,11 @@ class Chooser:
             last[1] -= 1
             return last[0], False
         variant, settled = self._choice(name, n, (default, *others))
+        if last is not None and last[0] != variant:
+            # the first call after another variant: its data are in the other variant's
+            # caches (see the module notes), so it is not timed and the next call chooses again
+            self._last[key] = [variant, 0]
+            return variant, False
         # a variant run to be measured runs once: the next call chooses again
         self._last[key] = [variant, SAMPLE - 1 if settled else 0]
         return variant, True
@@ -114,7 +128,10 @@ class Chooser:
             self.figures[key] = (per_element, now, 1)
         elif old[2] == 1:  # a fresh figure's second call: the faster of the two
             self.figures[key] = (min(per_element, old[0]), now, 2)
-        else:
+        else:  # one call counts at most CAP times the figure: a stray 1 ms call (another
+            # process, an interrupt) among 8 us ones kept the parallel kernel off for 2 s;
+            # a busy core, slow call after call, still turns the choice within a few calls
+            per_element = min(per_element, CAP * old[0])
             self.figures[key] = (WEIGHT * per_element + (1 - WEIGHT) * old[0], now, old[2] + 1)
 
 
