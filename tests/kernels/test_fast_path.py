@@ -134,3 +134,46 @@ def test_mask_calls_take_the_fast_path_with_the_same_values(dtype, n, monkeypatc
     assert np.array_equal(out, before)
     chokepoint.relu_with_mask(x[::2])
     assert general == [1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_small_mask_calls_checked_in_the_kernel(dtype, monkeypatch):
+    # below PARALLEL_MIN the serial kernels check shapes, sizes and overlap themselves:
+    # what they refuse goes to the general path, which computes it or raises, writing nothing
+    if chokepoint.get_backend() != "numba":
+        pytest.skip("the fast path is the numba engine's")
+    general = []
+    for name in ("_relu_with_mask_general", "_relu_backward_general"):
+        original = getattr(api, name)
+        monkeypatch.setattr(api, name,
+                            lambda *a, _f=original, _n=name, **k: general.append(_n) or _f(*a, **k))
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 7)).astype(dtype)
+    x[0, ::2] = 0
+    x[1, 1] = -0.0
+    g = rng.standard_normal((3, 7)).astype(dtype)
+    expected_y = np.maximum(x, 0)
+    inplace = x.copy()
+    y, mask = chokepoint.relu_with_mask(inplace, out=inplace)  # exactly in place: taken
+    assert y is inplace and np.array_equal(y, expected_y) and mask.shape == (3, 7)
+    assert not mask.bits.flags.writeable
+    assert np.array_equal(mask.unpack(bool), x > 0)
+    out = np.empty_like(g)
+    assert chokepoint.relu_backward(g, mask, out=out) is out
+    assert np.array_equal(out, chokepoint.relu_backward(g, x))
+    same = g.copy()
+    assert chokepoint.relu_backward(same, mask, out=same) is same  # in place: taken
+    assert np.array_equal(same, out)
+    assert general == []
+    # a partial overlap: the general path, through a buffer, with the same values
+    flat = np.concatenate([g.ravel(), np.zeros(1, dtype)])
+    shifted = chokepoint.relu_backward(flat[:-1].reshape(3, 7), mask,
+                                       out=flat[1:].reshape(3, 7))
+    assert np.array_equal(shifted, out) and general == ["_relu_backward_general"]
+    # wrong shapes raise and leave out as it was
+    wrong = np.full((7, 3), 5, dtype)
+    with pytest.raises(ValueError):
+        chokepoint.relu_with_mask(x, out=wrong)
+    with pytest.raises(ValueError):
+        chokepoint.relu_backward(g, mask, out=wrong)
+    assert (wrong == 5).all()

@@ -337,20 +337,27 @@ def _small(arrays: tuple, out, result_dtype: np.dtype, run_checked, constants: t
     dtypes are compared by identity: NumPy's native builtin dtypes are singletons, and any
     other (byte-swapped, with metadata) goes to the general path."""
     x = arrays[-1]
-    if not x.flags.c_contiguous:
-        return None
     if len(arrays) > 1:
         grad = arrays[0]
         if type(grad) is not np.ndarray or grad.dtype is not x.dtype \
                 or not grad.flags.c_contiguous:
             return None
+    out = _small_out(x, out, result_dtype)
+    return out if out is not None and run_checked(*arrays, out, *constants) else None
+
+
+def _small_out(x: np.ndarray, out, dtype: np.dtype) -> np.ndarray | None:
+    """Where a small fast call writes (:func:`_small`, and the mask kernels'): ``out``, or a
+    new array of ``x``'s shape and ``dtype``; None where ``x`` or ``out`` is one that numba's
+    dispatcher would convert or compile for (the shapes are the kernel's to check)."""
+    if not x.flags.c_contiguous:
+        return None
     if out is None:
-        out = np.empty(x.shape, result_dtype)
-    else:
-        flags = out.flags
-        if out.dtype is not result_dtype or not flags.c_contiguous or not flags.writeable:
-            return None
-    return out if run_checked(*arrays, out, *constants) else None
+        return np.empty(x.shape, dtype)
+    flags = out.flags
+    if out.dtype is not dtype or not flags.c_contiguous or not flags.writeable:
+        return None
+    return out
 
 
 # ------------------------------------------------------------------------ generated functions
@@ -561,8 +568,14 @@ def relu_backward(grad, x_or_mask, *, at_zero: int | None = None, out=None) -> n
 def _fast_mask_backward(grad: np.ndarray, mask: PackedMask, at_zero, out) -> np.ndarray | None:
     """:func:`relu_backward` from a mask for plain NumPy arrays (as :func:`fast`), or None."""
     if (grad.dtype not in _NATIVE or engine() is not _numba() or grad.shape != mask.shape
-            or at_zero not in (None, mask.at_zero)):
+            or at_zero not in (None, mask.at_zero) or type(mask.bits) is not np.ndarray):
         return None
+    if grad.size < _numba_engine.PARALLEL_MIN:  # the kernel checks shapes, sizes and overlap
+        out = _small_out(grad, out, grad.dtype)
+        if out is None or not _numba_engine.kernel_for("mask_backward", "checked")(
+                grad, mask.bits, out, _ZERO[grad.dtype]):
+            return None
+        return out
     out = _plain_out((grad,), out, grad.dtype)
     bits = mask.checked_bits("relu_backward")
     if out is None or may_share(out, bits):
@@ -632,9 +645,17 @@ def relu_with_mask(x, *, at_zero: int = 0, out=None) -> tuple[np.ndarray, Packed
     if (type(x) is np.ndarray and x.dtype in _NATIVE and type(at_zero) is int
             and at_zero in (0, 1) and (out is None or type(out) is np.ndarray)
             and engine() is _numba()):
+        name = "mask_forward_at_zero" if at_zero else "mask_forward"
+        if x.size < _numba_engine.PARALLEL_MIN:  # the kernel checks shapes and overlap
+            y = _small_out(x, out, x.dtype)
+            if y is not None:
+                bits = np.empty((x.size + 7) // 8, np.uint8)
+                if _numba_engine.kernel_for(name, "checked")(x, y, bits, _ZERO[x.dtype]):
+                    return y, PackedMask._made(bits, x.shape, at_zero)
+            return _relu_with_mask_general(x, at_zero=at_zero, out=out)
         y = _plain_out((x,), out, x.dtype)
         if y is not None:
             bits = np.empty((x.size + 7) // 8, np.uint8)
             _numba().mask_forward(x.ravel(), y.ravel(), bits, _ZERO[x.dtype], at_zero)
-            return y, PackedMask(bits, x.shape, at_zero)
+            return y, PackedMask._made(bits, x.shape, at_zero)
     return _relu_with_mask_general(x, at_zero=at_zero, out=out)

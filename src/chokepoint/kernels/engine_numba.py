@@ -159,6 +159,56 @@ _MASK_BACKWARD = _MASK_BACKWARD_STREAM.replace("select8_stream(", "select8(") + 
 """
 
 
+# The fast path's small calls of the mask kernels (as _MAP_CHECKED): C-contiguous arrays of
+# any number of dimensions, checked here; False, with nothing written, sends the call to the
+# general path. y may be x itself; the bits never overlap y or out.
+_MASK_FORWARD_CHECKED = """
+def {fname}(x, y, bits, zero):
+    n = x.size
+    if x.shape != y.shape or bits.shape[0] != (n + 7) // 8:
+        return False
+    o = y.ctypes.data
+    p = x.ctypes.data
+    if o < p + x.nbytes and p < o + y.nbytes and o != p:
+        return False
+    b = bits.ctypes.data
+    if b < o + y.nbytes and o < b + bits.nbytes:
+        return False
+    x = x.reshape(n)
+    y = y.reshape(n)
+    for j in range(bits.shape[0]):
+        start = 8 * j
+        stop = min(start + 8, n)
+        byte = 0
+        for i in range(start, stop):
+            v = x[i]
+            y[i] = {relu}
+            byte |= np.uint8({passes}) << np.uint8(i - start)
+        bits[j] = byte
+    return True
+"""
+_MASK_BACKWARD_CHECKED = """
+def {fname}(grad, bits, out, zero):
+    n = out.size
+    if grad.shape != out.shape or bits.shape[0] != (n + 7) // 8:
+        return False
+    o = out.ctypes.data
+    p = grad.ctypes.data
+    if o < p + grad.nbytes and p < o + out.nbytes and o != p:
+        return False
+    b = bits.ctypes.data
+    if b < o + out.nbytes and o < b + bits.nbytes:
+        return False
+    grad = grad.reshape(n)
+    out = out.reshape(n)
+    for j in range(n // 8):
+        select8(grad, bits[j], out, np.uint64(8) * np.uint64(j), zero)
+    for i in range(n - n % 8, n):  # the last partial byte
+        out[i] = select((bits[i // 8] >> np.uint8(i % 8)) & np.uint8(1), grad[i], zero)
+    return True
+"""
+
+
 def _select8_codegen(nontemporal: bool):
     def codegen(context, builder, sig, args):
         grad_t, _, out_t, _, zero_t = sig.args
@@ -304,8 +354,12 @@ def _source(name: str, fname: str, mode: str) -> str:
         if stream:
             return _MASK_FORWARD_STREAM.format(fname=fname, passes=fields["passes"],
                                                lanes=_lanes(_MASK_FORWARD_LANE, **fields))
+        if mode == "checked":
+            return _MASK_FORWARD_CHECKED.format(fname=fname, **fields)
         return _MASK_FORWARD.format(fname=fname, loop=loop, **fields)
     if name == "mask_backward":
+        if mode == "checked":
+            return _MASK_BACKWARD_CHECKED.format(fname=fname)
         template = _MASK_BACKWARD_STREAM if stream else _MASK_BACKWARD
         return template.format(fname=fname, loop="range" if mode == "serial" else "prange")
     raise KeyError(name)

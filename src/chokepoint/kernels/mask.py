@@ -61,6 +61,19 @@ class PackedMask:
         object.__setattr__(self, "_shape", shape)
         object.__setattr__(self, "_at_zero", int(at_zero))
 
+    @classmethod
+    def _made(cls, bits: np.ndarray, shape: tuple[int, ...], at_zero: int) -> PackedMask:
+        """A mask over ``bits`` that a kernel has just filled: a new C-contiguous uint8 array
+        of the right size that nobody else holds, ``shape`` a tuple of ints, ``at_zero`` 0 or
+        1 (the fast path's ``relu_with_mask``; the checks and the view of the constructor
+        cost 4 us, as much as the rest of a call on 1000 elements)."""
+        bits.flags.writeable = False
+        mask = object.__new__(cls)
+        object.__setattr__(mask, "_bits", bits)
+        object.__setattr__(mask, "_shape", shape)
+        object.__setattr__(mask, "_at_zero", at_zero)
+        return mask
+
     def __setattr__(self, name, value):
         raise AttributeError(f"PackedMask is immutable; cannot set {name!r}")
 
