@@ -413,9 +413,11 @@ def _apply_arctan2(y, x, out):
         out[i] = vecmath.arctan2(y[i], x[i])
 
 
-@pytest.mark.parametrize(("dtype", "bound"), [(np.float64, 2), (np.float32, 3)])
+@pytest.mark.parametrize(("dtype", "bound"), [(np.float64, 2), (np.float32, 2)])
 def test_arctan2_within_bound_of_numpy(dtype, bound):
-    # measured (AMD EPYC): 2 ulp float64 (6% of values differ), 3 float32, over wide magnitudes
+    # measured (AMD EPYC, Intel Emerald Rapids): 2 ulp float64 (6% of values differ), 2 float32,
+    # over wide magnitudes. float32 against float64's arctan2 rounded: NumPy's own float32
+    # arctan2 depends on the CPU (its AVX-512 loop is 3 ulp from that, ours 4 from it there)
     rng = np.random.default_rng(31)
     n = 200_000
     y = np.concatenate([rng.standard_normal(n), rng.uniform(-1, 1, n) * 10.0 ** rng.uniform(
@@ -424,7 +426,8 @@ def test_arctan2_within_bound_of_numpy(dtype, bound):
         -30, 30, n)]).astype(dtype)
     out = np.empty_like(x)
     _apply_arctan2(y, x, out)
-    assert _ulps(out, np.arctan2(y, x)).max() <= bound
+    reference = np.arctan2(y.astype(np.float64), x.astype(np.float64)).astype(dtype)
+    assert _ulps(out, reference).max() <= bound
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -360,6 +360,39 @@ def _small_out(x: np.ndarray, out, dtype: np.dtype) -> np.ndarray | None:
     return out
 
 
+def small_entry(kernel: Kernel | str, dtype: np.dtype, values: tuple = (),
+                types: tuple = ()) -> tuple | bool | None:
+    """What a public function keeps to run its small calls itself (see :func:`call_small`):
+    ``(checked kernel, constants, size limit, engine)``; False where the fast path does not
+    take this dtype or these parameters; None (not to be kept) when the engine in use is not
+    numba's."""
+    if engine().NAME != "numba":
+        return None
+    name = kernel if type(kernel) is str else kernel.name
+    key = (name, dtype, values, types) if values else (name, dtype)
+    entry = _FAST.get(key)
+    if entry is None:
+        entry = _fast_entry(kernel, dtype, values, key)
+    if entry is False:
+        return False
+    return entry[1], entry[2], _numba_engine.PARALLEL_MIN, _numba_engine
+
+
+def call_small(entry: tuple, arrays: tuple, out, dtype: np.dtype) -> np.ndarray | None:
+    """A small call (fewer than ``entry[2]`` elements) of C-contiguous arrays of one dtype,
+    as :func:`_small` runs it, for the public functions that checked the rest inline: the
+    generated ones and ``relu_grad``'s (:func:`_generate`). Writes ``out`` (or a new array of
+    ``dtype``); None, with nothing written, where the general path must take the call."""
+    x = arrays[-1]
+    if out is None:
+        out = np.empty(x.shape, dtype)
+    else:
+        flags = out.flags
+        if out.dtype is not dtype or not flags.c_contiguous or not flags.writeable:
+            return None
+    return out if entry[0](*arrays, out, *entry[1]) else None
+
+
 # ------------------------------------------------------------------------ generated functions
 
 def _docstring(kernel: Kernel) -> str:
@@ -408,13 +441,35 @@ def _generate(kernel: Kernel):
     types = ", ".join(f"type({p.name})" for p in kernel.params)
     packed_types = f"({types}{',' if types else ''})"
     plain = f"type({arrays[-1]}) is _ndarray and (out is None or type(out) is _ndarray)"
+    # small calls run here, with what small_entry kept per dtype and parameters: each
+    # function call or tuple in between costs 0.1 us, of about 2 us a call on 1000 elements
+    x = arrays[-1]
+    key = f"({x}.dtype, {packed}, {packed_types})" if kernel.params else f"{x}.dtype"
+    look = (f"        try:\n"
+            f"            entry = _small[key := {key}]\n"
+            f"        except KeyError:\n"
+            f"            entry = _small_entry(_kernel, {x}.dtype, {packed}, {packed_types})\n"
+            f"            if entry is not None:\n"
+            f"                _small[key] = entry\n")
+    if kernel.params:  # an unhashable parameter (an array): the general path says what is wrong
+        look += "        except TypeError:\n            entry = False\n"
+    same = (f" and type(grad) is _ndarray and grad.dtype is {x}.dtype"
+            f" and grad.flags.c_contiguous" if kernel.arity == 2 else "")
     public = (f"def {kernel.name}({signature}):\n"
               f"    if {plain}:\n"
-              f"        result = _fast(_kernel, ({names},), out, {packed}, None, {packed_types})\n"
+              + look +
+              f"        if (entry and {x}.size < entry[2] and {x}.flags.c_contiguous{same}\n"
+              f"                and _engine() is entry[3]):\n"
+              f"            result = _call_small(entry, ({names},), out, {x}.dtype)\n"
+              f"        else:\n"
+              f"            result = _fast(_kernel, ({names},), out, {packed}, None,"
+              f" {packed_types})\n"
               f"        if result is not None:\n"
               f"            return result\n"
               f"    return _general({names}, {given}out=out)\n")
-    namespace = {"_run": run, "_kernel": kernel, "_fast": fast, "_ndarray": np.ndarray}
+    namespace = {"_run": run, "_kernel": kernel, "_fast": fast, "_ndarray": np.ndarray,
+                 "_small": {}, "_small_entry": small_entry, "_call_small": call_small,
+                 "_engine": engine}
     exec(compile(general, f"<chokepoint kernel {kernel.name}>", "exec"), namespace)
     func = namespace[kernel.name]
     func.__module__ = __name__
@@ -504,11 +559,31 @@ def relu_grad(x, *, dtype=None, at_zero: int = 0, out=None) -> np.ndarray:
             except TypeError:
                 target = None
         if target is not None and target in _FAST_GRAD_DTYPES:
-            result = fast("relu_grad_at_zero" if at_zero else "relu_grad", (x,), out, (),
-                          out_dtype=target)
+            op = "relu_grad_at_zero" if at_zero else "relu_grad"
+            entry = _SMALL.get((op, x.dtype)) or _small_for(op, x.dtype)
+            if (entry and x.size < entry[2] and x.flags.c_contiguous
+                    and engine() is entry[3]):
+                result = call_small(entry, (x,), out, target)
+            else:
+                result = fast(op, (x,), out, (), out_dtype=target)
             if result is not None:
                 return result
     return _relu_grad_general(x, dtype=dtype, at_zero=at_zero, out=out)
+
+
+#: (op, dtype) -> small_entry(op, dtype), for the hand-written public functions
+_SMALL: dict[tuple, tuple | bool] = {}
+
+
+def _small_for(op: str, dtype: np.dtype) -> tuple | bool | None:
+    """:func:`small_entry` of an op without parameters, kept once made (the callers look in
+    :data:`_SMALL` first: a call costs 0.1 us)."""
+    entry = _SMALL.get((op, dtype))
+    if entry is None:
+        entry = small_entry(op, dtype)
+        if entry is not None:
+            _SMALL[op, dtype] = entry
+    return entry
 
 
 _UINT8 = np.dtype(np.uint8)
@@ -553,8 +628,14 @@ def relu_backward(grad, x_or_mask, *, at_zero: int | None = None, out=None) -> n
     if (type(x_or_mask) is np.ndarray and type(grad) is np.ndarray
             and (out is None or type(out) is np.ndarray) and type(at_zero) in (type(None), int)
             and at_zero in (None, 0, 1)):
-        result = fast("relu_backward_at_zero" if at_zero else "relu_backward",
-                      (grad, x_or_mask), out, ())
+        op = "relu_backward_at_zero" if at_zero else "relu_backward"
+        x = x_or_mask
+        entry = _SMALL.get((op, x.dtype)) or _small_for(op, x.dtype)
+        if (entry and x.size < entry[2] and x.flags.c_contiguous and grad.dtype is x.dtype
+                and grad.flags.c_contiguous and engine() is entry[3]):
+            result = call_small(entry, (grad, x), out, x.dtype)
+        else:
+            result = fast(op, (grad, x), out, ())
         if result is not None:
             return result
     elif (type(x_or_mask) is PackedMask and type(grad) is np.ndarray
