@@ -25,7 +25,7 @@ from .findings import Finding, OpEvidence, RuledOut, derive_findings
 from .lines import line_rewrites
 from .model import Model, build_model
 from .probes import ProbeSettings, probe_op, time_op
-from .rewrite import find_rewrite
+from .rewrite import find_rewrite, settle
 from .trace import trace
 
 __all__ = ["PROBED", "ExplainError", "Explanation", "explain"]
@@ -305,14 +305,19 @@ def _measured_rewrite(statement: Statement, namespace, inputs, result, total: fl
     if found is None:
         return _fused_rewrite(statement, namespace, result, total, roof, min_time, tr)
 
+    statement_fn = statement.function(dict(namespace))
+
     def timed(candidate) -> dict:
-        seconds = measure(candidate.call, min_time=min(min_time, 0.02), repeats=3).median
+        settle(candidate.call)
+        before, after = measure_interleaved([statement_fn, candidate.call],
+                                            min_time=min(min_time, 0.02), repeats=5)
         return {"statement": candidate.statement,
-                "predicted_s": roof.floor_seconds(candidate.bytes), "measured_s": seconds,
-                "speedup": total / seconds, "note": candidate.note}
+                "predicted_s": roof.floor_seconds(candidate.bytes),
+                "measured_s": after.median, "speedup": before.median / after.median,
+                "note": candidate.note}
 
     rewrite = timed(found)
-    if rewrite["measured_s"] >= total:
+    if rewrite["speedup"] <= 1.0:
         return None, None  # not faster here: no rewrite to propose
     suggestion = f"{found.statement}, one pass with the same values"
     if found.narrow is not None:
@@ -371,6 +376,7 @@ def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: 
         return None, None
     code = f"chokepoint.fuse({statement.source!r})({', '.join(f'{n}={n}' for n in names)})"
     statement_fn = statement.function(dict(namespace))
+    settle(lambda: fused(**values))
     before, after = measure_interleaved([statement_fn, lambda: fused(**values)],
                                         min_time=min(min_time, 0.02), repeats=5)
     if after.median * 1.05 > before.median:

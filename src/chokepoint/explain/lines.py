@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import kernels
 from ..measure.timer import measure_interleaved
-from .rewrite import find_rewrite
+from .rewrite import find_rewrite, settle
 
 __all__ = ["LineCapture", "capture", "line_rewrites"]
 
@@ -177,6 +177,7 @@ def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
             return eval(code, {**namespace, **values})
 
         rewritten = found.call
+    settle(rewritten)
     before, after = measure_interleaved([original, rewritten], min_time=min_time, repeats=5)
     if after.median * FASTER > before.median:
         return None

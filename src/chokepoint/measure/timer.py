@@ -150,11 +150,14 @@ def measure_interleaved(
     warmup: bool = True,
     clock: Callable[[], float] = time.perf_counter,
 ) -> list[Measurement]:
-    """Time several callables round-robin (A B C A B C ...), so that a machine drifting
-    during the measurement (bandwidth, clock speed, a neighbour's load) hits them alike.
+    """Time several callables round-robin, so that a machine drifting during the measurement
+    (bandwidth, clock speed, a neighbour's load) hits them alike. The order alternates (the
+    calibration A B C, then C B A, A B C, ...), so that no callable always follows the same
+    other one: what one leaves in the caches and the allocator is shared out too.
 
-    Each callable's loops per repeat are calibrated on its own (as :func:`measure` does); then
-    the repeats alternate. Parameters as for :func:`measure`.
+    Each callable's loops per repeat are calibrated on its own (as :func:`measure` does), then
+    set to fill ``min_time`` at the calibrated speed (see :func:`_even_loops`); then the
+    repeats alternate. Parameters as for :func:`measure`.
 
     Returns
     -------
@@ -181,11 +184,15 @@ def measure_interleaved(
             running = len(first)  # which callable raised, if one does
             first.append(measure(fn, min_time=min_time, repeats=1, warmup=warmup, clock=clock))
         times = [m.times[:] for m in first]
+        loops = [_even_loops(m, min_time) for m in first]
         gc.disable()
-        for _ in range(repeats - 1):
-            for running in range(len(fns)):
-                loops = first[running].loops
-                times[running].append(_time_loops(fns[running], loops, clock) / loops)
+        for round_ in range(repeats - 1):
+            # forward then backward (A B C C B A ...): no callable always runs right after
+            # the same other one, or always first after the calibration
+            order = range(len(fns)) if round_ % 2 else range(len(fns) - 1, -1, -1)
+            for running in order:
+                times[running].append(
+                    _time_loops(fns[running], loops[running], clock) / loops[running])
     except BaseException as exc:
         exc.interleaved_index = running if not isinstance(exc, KeyboardInterrupt) else None
         exc.interleaved_partial = (
@@ -195,7 +202,19 @@ def measure_interleaved(
     finally:
         if gc_was_enabled:
             gc.enable()
-    return [Measurement(times=ts, loops=m.loops) for ts, m in zip(times, first, strict=True)]
+    return [Measurement(times=ts, loops=n) for ts, n in zip(times, loops, strict=True)]
+
+
+def _even_loops(calibrated: Measurement, min_time: float) -> int:
+    """Loops per interleaved repeat: as many as fill ``min_time`` at the calibrated speed,
+    not a step of the 1-2-5 ladder. The ladder's step follows from one call's time, so
+    identical callables got 500 and 200 loops (a 40 us copy), and what a repeat costs once
+    (switching callables: the caches, the allocator) was spread over 2.5 times more calls of
+    one of them than of the others."""
+    if min_time <= 0:
+        return calibrated.loops
+    per_call = calibrated.times[0]
+    return max(1, min(calibrated.loops * 10, math.ceil(min_time / max(per_call, 1e-12))))
 
 
 def _ladder_at_least(n: float) -> int:
