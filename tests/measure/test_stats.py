@@ -56,3 +56,13 @@ def test_repeats_needed_follows_the_median_standard_error():
     assert repeats_needed(1.0, 0.0) == 1
     assert repeats_needed(0.0, 0.1) == 1
     assert repeats_needed(1.0, 0.10, precision=0.01) == 332
+
+
+def test_indistinguishable_is_an_interval_reaching_the_two_percent_band():
+    assert indistinguishable([1.001, 1.019])  # identical code, placed elsewhere in memory
+    assert indistinguishable([0.97, 0.981])
+    assert not indistinguishable([1.021, 1.05])
+    assert not indistinguishable([0.95, 0.98])  # 0.98 < 1 / 1.02
+    assert not indistinguishable(None)
+    assert indistinguishable([1.04, 1.06], within=0.05)
+

@@ -13,9 +13,10 @@ the wrong moment. The price: every candidate's inputs are alive at once while th
 The calibration's repeat is dropped (it is not interleaved).
 
 Each candidate's ``ratio`` is its median over the reference's, with a 95% bootstrap interval
-``ratio_ci`` (:mod:`chokepoint.measure.stats`); an interval containing 1 means the two are
-indistinguishable on this evidence. By construction about one race in twenty of identical
-candidates still gives an interval that misses 1, and two arrays alike in every value can
+``ratio_ci`` (:mod:`chokepoint.measure.stats`); an interval reaching within 2% of 1
+(``stats.SAME_WITHIN``) means the two are indistinguishable on this evidence. By
+construction about one race in twenty of identical candidates still gives an interval that
+misses 1, and two arrays alike in every value can
 differ by a few percent in speed through where they lie in memory; ``rotate=True`` averages
 that out where it applies. In a process whose heap earlier work has fragmented, it may not:
 after the explain and fuse test suites had run in the process, rotated identical ``X.copy()``

@@ -43,14 +43,15 @@ def ratio_text(c) -> str:
 
 def ratio_words(c, reference: str) -> str | None:
     """A sentence on a candidate against the reference, or None without a ratio."""
-    from ..measure.stats import indistinguishable
+    from ..measure.stats import SAME_WITHIN, indistinguishable
 
     if c.ratio is None or c.ratio_ci is None:
         return None
     low, high = c.ratio_ci
     interval = f"ratio {c.ratio:.3g}, 95% interval [{low:.3g}, {high:.3g}]"
     if indistinguishable(c.ratio_ci):
-        return f"{c.statement} is indistinguishable from {reference} ({interval}, contains 1)"
+        return (f"{c.statement} is indistinguishable from {reference} ({interval}, within "
+                f"{SAME_WITHIN:.0%} of 1)")
     if high < 1:
         return f"{c.statement} is {1 / c.ratio:.3g}x faster than {reference} ({interval})"
     return f"{c.statement} is {c.ratio:.3g}x slower than {reference} ({interval})"
