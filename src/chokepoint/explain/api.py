@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..kernels.adaptive import settle
 from ..measure.roofline import Roofline, roofline
 from ..measure.statements import Statement, arrays_in, mutated, run_setup
 from ..measure.timer import measure, measure_interleaved
@@ -25,7 +26,7 @@ from .findings import Finding, OpEvidence, RuledOut, derive_findings
 from .lines import line_rewrites
 from .model import Model, build_model
 from .probes import ProbeSettings, probe_op, time_op
-from .rewrite import find_rewrite, settle
+from .rewrite import FASTER, find_rewrite
 from .trace import trace
 
 __all__ = ["PROBED", "ExplainError", "Explanation", "explain"]
@@ -317,7 +318,7 @@ def _measured_rewrite(statement: Statement, namespace, inputs, result, total: fl
                 "note": candidate.note}
 
     rewrite = timed(found)
-    if rewrite["speedup"] <= 1.0:
+    if rewrite["speedup"] < FASTER:
         return None, None  # not faster here: no rewrite to propose
     suggestion = f"{found.statement}, one pass with the same values"
     if found.narrow is not None:
@@ -379,7 +380,7 @@ def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: 
     settle(lambda: fused(**values))
     before, after = measure_interleaved([statement_fn, lambda: fused(**values)],
                                         min_time=min(min_time, 0.02), repeats=5)
-    if after.median * 1.05 > before.median:
+    if after.median * FASTER > before.median:
         return None, None
     same = "same values" if ulp == 0 else \
         f"values within {ulp:.2g} ulp of the result's largest magnitude of NumPy's"

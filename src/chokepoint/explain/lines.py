@@ -18,13 +18,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import kernels
+from ..kernels.adaptive import settle
 from ..measure.timer import measure_interleaved
-from .rewrite import find_rewrite, settle
+from .rewrite import FASTER, find_rewrite
 
 __all__ = ["LineCapture", "capture", "line_rewrites"]
-
-#: a kernel must be at least this much faster than the code it replaces to be proposed
-FASTER = 1.05
 
 
 @dataclass

@@ -17,7 +17,11 @@ import numpy as np
 from .. import kernels
 from ..measure.race import agreement
 
-__all__ = ["SETTLE_CALLS", "Rewrite", "find_rewrite", "settle"]
+__all__ = ["FASTER", "Rewrite", "find_rewrite"]
+
+#: a rewrite (a kernel, a fused kernel) is proposed only when it measured at least this much
+#: faster than the code it replaces, timed interleaved with it after :func:`settle` calls
+FASTER = 1.05
 
 _SPECIALS = [-2.0, -1.0, -0.0, 0.0, 5e-324, -5e-324, 0.25, 1.0, 2.0, 6.0, 7.0, np.inf, -np.inf]
 
@@ -145,18 +149,3 @@ def find_rewrite(statement: str, namespace: dict, inputs: dict[str, np.ndarray],
                 bytes=sum(a.nbytes for a in args) + result.size)
         return found
     return None
-
-
-#: calls a rewrite makes before it is timed: a kernel's first calls in a process compile (or
-#: load) each of its variants and try them (:mod:`chokepoint.kernels.adaptive`). Timed among
-#: them, one of relu_grad's three repeats on 8e6 float64 took 200 ms against 18 ms (the serial
-#: variant compiling, a cold cache), and on a CI machine the origin rewrite measured slower
-#: than the statement it replaces
-SETTLE_CALLS = 8
-
-
-def settle(call) -> None:
-    """Call ``call`` :data:`SETTLE_CALLS` times, untimed, so that what is timed next is the
-    speed a loop of the user's gets."""
-    for _ in range(SETTLE_CALLS):
-        call()
