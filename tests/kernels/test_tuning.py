@@ -16,6 +16,27 @@ def test_parallel_from_the_size_where_it_wins_for_good():
     assert tuning.choose_parallel_min(times, threads=2) == 32768  # 16384 lost again
 
 
+def test_each_variant_keeps_its_fastest_pass(monkeypatch):
+    # one pass slowed parallel at 65536 (interference); the other two passes saw it win
+    rounds = iter([{4096: (1.0, 2.0), 65536: (16.0, 40.0)}, {4096: (1.0, 2.0), 65536: (17.0, 8.0)},
+                   {4096: (1.2, 2.0), 65536: (16.5, 9.0)}])
+    calls = []
+
+    def fake_pair(a, b, min_time):
+        calls.append(None)
+        n = [4096, 65536][(len(calls) - 1) % 2]
+        if n == 4096:
+            fake_pair.current = next(rounds)
+        return fake_pair.current[n]
+
+    monkeypatch.setattr(tuning, "_SIZES", (4096, 65536))
+    monkeypatch.setattr(tuning, "_pair", fake_pair)
+    chosen, evidence = tuning._parallel_min(engine_numba, 0.001)
+    assert len(calls) == 2 * tuning.PASSES  # every size once a pass
+    assert evidence["65536"] == {"serial_s": 16.0, "parallel_s": 8.0}
+    assert chosen == 65536
+
+
 def test_no_winner_keeps_the_default_unless_there_is_one_thread():
     losing = {4096: (1.0, 2.0), 8192: (2.0, 3.0)}
     assert tuning.choose_parallel_min(losing, threads=2) == tuning.DEFAULT.parallel_min
@@ -35,7 +56,8 @@ def isolated_cache(tmp_path, monkeypatch):
 def test_defaults_before_tuning_and_the_cache_after(isolated_cache, monkeypatch):
     assert tuning.current() == tuning.DEFAULT
     # made-up timings: streaming the masks wins, streaming the maps does not
-    fake = iter([(1.0, 1.0)] * len(tuning._SIZES) + [(1.0, 1.0), (4.0, 1.0)])
+    fake = iter([(1.0, 1.0)] * len(tuning._SIZES) * tuning.PASSES
+                + [(1.0, 1.0)] * tuning.PASSES + [(4.0, 1.0)] * tuning.PASSES)
     monkeypatch.setattr(tuning, "_pair", lambda a, b, min_time: next(fake))
     tuned = tuning.tune()
     assert (tuned.stream_maps, tuned.stream_masks) == (False, True)
