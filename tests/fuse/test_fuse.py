@@ -199,3 +199,35 @@ def test_fused_functions_pickle_by_what_they_were_made_from():
     assert np.array_equal(g(a=a, b=b), a * b + 1)
     h = pickle.loads(pickle.dumps(_module_level_hypot))
     assert np.array_equal(h(a, b), np.sqrt(a * a + b * b))
+
+
+def _within_ulps(ours, ref, ulps):
+    """Within ``ulps`` of the largest finite magnitude (a sum may cancel), NaN where NumPy's."""
+    assert (np.isnan(ours) == np.isnan(ref)).all()
+    scale = np.spacing(np.abs(ref[np.isfinite(ref)]).max())
+    far = ~(np.abs(ours - ref) <= ulps * scale) & ~np.isnan(ref)
+    assert not far.any(), (ours[far], ref[far])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_sin_cos_vectorised_below_their_bound_and_libm_beyond(dtype):
+    from chokepoint.fuse import codegen
+
+    f = chokepoint.fuse("np.sin(a) + np.cos(b)")
+    small = np.linspace(-10, 10, 1000).astype(dtype)
+    p = f.plan({"a": np.dtype(dtype), "b": np.dtype(dtype)})
+    assert p.exact is not None  # a vectorised body and an exact one
+    kernel = codegen.kernel(p, ((True,), (True,)), "serial")
+    out = np.empty_like(small)
+    assert kernel(out, small, small) == 0  # in range: the vectorised values stand
+    big = small.copy()
+    big[[3, 500]] = [1e300, -3e9] if dtype == np.float64 else [3e38, -1e30]
+    assert kernel(out, big, small) == 2  # two arguments out of range: counted
+    with np.errstate(invalid="ignore"):
+        for a, b in ((small, small), (big, small), (small, big)):
+            _within_ulps(f(a=a, b=b), np.sin(a) + np.cos(b), 3)
+            work = a.copy()  # in place: the inputs are gone when the count comes back
+            f(a=work, b=b, out=work)
+            _within_ulps(work, np.sin(a) + np.cos(b), 3)
+        special = np.array([np.inf, -np.inf, np.nan, -0.0, 0.0], dtype)
+        _same(chokepoint.fuse("np.sin(a)")(a=special), np.sin(special))

@@ -296,10 +296,21 @@ def _plain(leaves: list, result: np.ndarray) -> bool:
     return True
 
 
+def _run_kernel(p, masks, mode: str, out, operands, weak) -> None:
+    """One kernel call; a plan with :data:`codegen.GUARDED` functions runs its vectorised
+    kernel, and its exact one again where an argument was out of range. Computed in place
+    (``out`` one of the inputs), the inputs would be gone by then: the exact kernel only."""
+    if p.exact is not None and not any(isinstance(o, np.ndarray) and np.may_share_memory(o, out)
+                                       for o in operands):
+        if codegen.kernel(p, masks, mode)(out, *operands, *weak) == 0:
+            return
+    codegen.kernel(p, masks, mode, p.exact is not None)(out, *operands, *weak)
+
+
 def _launch(p, masks, out, operands, weak) -> None:
     n = out.size
     if n < engine_numba.PARALLEL_MIN or engine_numba._serial_only:
-        codegen.kernel(p, masks, "serial")(out, *operands, *weak)
+        _run_kernel(p, masks, "serial", out, operands, weak)
         return
     with engine_numba._launch_lock:
         # streaming only where the kernels stream (the tuning measured it faster) and only
@@ -321,7 +332,7 @@ def _launch(p, masks, out, operands, weak) -> None:
                 tail = [o[head:] if any(m) else o for o, m in zip(operands, masks, strict=True)]
                 codegen.kernel(p, masks, "serial")(out[head:], *tail, *weak)
         else:
-            codegen.kernel(p, masks, mode)(out, *operands, *weak)
+            _run_kernel(p, masks, mode, out, operands, weak)
         if timed:
             engine_numba.chooser.record(key, n, mode, time.perf_counter() - start,
                                         (out.dtype.char, *(getattr(o, "dtype", None)

@@ -68,6 +68,8 @@ _NAMESPACE = {
     # the same, for ufuncs the kernels' expressions do not use
     "arctan2": vecmath.arctan2,
     "log": vecmath.log,
+    "vsin": vecmath.sin,  # exact reduction only below a bound: see GUARDED
+    "vcos": vecmath.cos,
     "__name__": __name__,
     "np": np,
     "prange": numba.prange,
@@ -77,6 +79,16 @@ _NAMESPACE = {
     "fclip": _clip,
     "fclip_scalar": _clip_scalar,
     "stream8": engine_numba._stream8,
+}
+
+
+#: ufuncs computed by vecmath's vectorisable functions only where their argument is in range:
+#: the kernel counts the elements with an argument at or beyond the bound (``g_``) and returns
+#: the count; a call that saw any runs the plan's ``exact`` body (NumPy's libm functions) again.
+#: ufunc -> (vectorised function's name, bound per loop dtype)
+GUARDED = {
+    "sin": ("vsin", {"float32": vecmath.REDUCE_LIMIT_32, "float64": vecmath.REDUCE_LIMIT_64}),
+    "cos": ("vcos", {"float32": vecmath.REDUCE_LIMIT_32, "float64": vecmath.REDUCE_LIMIT_64}),
 }
 
 
@@ -96,9 +108,12 @@ class Plan:
         The result's dtype.
     transcendental : int
         How many transcendental calls per element.
+    exact : list of str or None
+        The body with NumPy's (libm's) functions for the :data:`GUARDED` ufuncs and no range
+        counts, when ``body`` calls any of them; else None.
     compiled : dict
-        ``(masks, mode) -> kernel``, filled by :func:`kernel`: generating the source to look a
-        kernel up took 120 us a call, more than the kernel itself on 1e5 elements.
+        ``(masks, mode, exact) -> kernel``, filled by :func:`kernel`: generating the source to
+        look a kernel up took 120 us a call, more than the kernel itself on 1e5 elements.
     """
 
     leaves: list
@@ -106,6 +121,7 @@ class Plan:
     body: list
     dtype: np.dtype
     transcendental: int
+    exact: list | None = None
     compiled: dict = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -144,7 +160,7 @@ def plan(result: Node) -> Plan:
 
     visit(result)
     names: dict[int, str] = {}
-    leaves, weak, body = [], [], []
+    leaves, weak, body, exact, out_of_range = [], [], [], [], []
     count = 0
     for n in order:
         if n.op in ("input", "scalar"):
@@ -162,15 +178,28 @@ def plan(result: Node) -> Plan:
                                       else _weak_dtype(a), np.dtype(loop)))
         out = np.dtype(n.dtype) if not n.weak else _weak_dtype(n)
         expr = _expr(n, operands)
-        name = f"t{len(body)}"
-        body.append(f"{name} = {_cast(expr, None, out)}")
+        name = f"t{len(names) - len(leaves)}"
+        line = f"{name} = {_cast(expr, None, out)}"
+        exact.append(line)
+        guarded = GUARDED.get(n.op)
+        bound = guarded[1].get(np.dtype(n.loop[0]).name) if guarded else None
+        if bound is None:
+            body.append(line)
+        else:  # the vectorised function, and whether its argument is out of its range
+            body.append(f"{name} = {_cast(f'{guarded[0]}({operands[0]})', None, out)}")
+            out_of_range.append(f"(abs({operands[0]}) >= {bound!r})")
         names[id(n)] = name
         count += n.op in TRANSCENDENTAL
     if result.op in ("input", "scalar"):
         body.append(f"{'t0'} = {names[id(result)]}")
+        exact.append(body[-1])
         names[id(result)] = "t0"
+    if out_of_range:  # one update of the count per element (numba's parfor reductions)
+        body.append(f"g_ += {' | '.join(out_of_range)}")
     body.append(f"r = {names[id(result)]}")
-    return Plan(leaves, weak, body, np.dtype(result.dtype), count)
+    exact.append(body[-1])
+    return Plan(leaves, weak, body, np.dtype(result.dtype), count,
+                exact if exact != body else None)
 
 
 def _weak_dtype(node: Node) -> np.dtype:
@@ -198,9 +227,10 @@ def _expr(node: Node, operands: list[str]) -> str:
 
 _TEMPLATE = """
 def {fname}(out, {args}):
-{setup}
+    g_ = 0
     for {outer} in {loop}({count}):
 {unravel}{inner}
+    return g_
 """
 
 
@@ -209,11 +239,14 @@ def _index(mask: tuple[bool, ...], d: int) -> str:
     return ", ".join(i for i, m in zip(idx, mask, strict=True) if m)
 
 
-def source(p: Plan, masks: tuple, mode: str) -> tuple[str, str]:
+def source(p: Plan, masks: tuple, mode: str, exact: bool = False) -> tuple[str, str]:
     """(function name, source) of the kernel for ``p`` with operand axis ``masks``.
 
     ``masks[k]`` says which of the ``d`` loop axes leaf ``k`` has (all False: a scalar).
+    The kernel returns how many arguments of :data:`GUARDED` functions were out of their
+    range (0 for the ``exact`` kernel, which computes them with NumPy's functions).
     """
+    body_lines = p.exact if exact and p.exact is not None else p.body
     d = len(masks[0]) if masks else 1
     d = max(d, 1)
     args = [f"L{k}" for k in range(len(p.leaves))] + [f"W{k}" for k in range(len(p.weak))]
@@ -222,19 +255,19 @@ def source(p: Plan, masks: tuple, mode: str) -> tuple[str, str]:
         lanes = []
         for lane in range(8):
             lines = [f"v{k} = L{k}[i_]" for k, m in enumerate(masks) if any(m)]
-            lines += _bind(p, masks)
+            lines += _bind(body_lines, masks)
             lanes += [f"i_ = s + np.uint64({lane})", *(_rename(x, lane) for x in lines),
                       f"r{lane} = r_{lane}"]
         inner = "\n".join(pad * 2 + line for line in [
             "s = np.uint64(8) * np.uint64(q)", *lanes,
             "stream8(out, s, r0, r1, r2, r3, r4, r5, r6, r7)"])
-        text = _TEMPLATE.format(fname="{fname}", args=", ".join(args), setup=pad + "pass",
+        text = _TEMPLATE.format(fname="{fname}", args=", ".join(args),
                                 outer="q", loop="prange", count="out.shape[0] // 8",
                                 unravel="", inner=inner)
     else:
         loop = "range" if mode == "serial" else "prange"
         loads = [f"v{k} = L{k}[{_index(m, d)}]" for k, m in enumerate(masks) if any(m)]
-        body = [*loads, *_bind(p, masks), f"out[{_index((True,) * d, d)}] = r"]
+        body = [*loads, *_bind(body_lines, masks), f"out[{_index((True,) * d, d)}] = r"]
         if d == 1:
             inner = "\n".join(pad * 2 + line for line in ["j = p", *body])
             unravel = ""
@@ -249,7 +282,7 @@ def source(p: Plan, masks: tuple, mode: str) -> tuple[str, str]:
             unravel = "\n".join(steps) + "\n"
             inner = pad * 2 + f"for j in range(out.shape[{d - 1}]):\n" + "\n".join(
                 pad * 3 + line for line in body)
-        text = _TEMPLATE.format(fname="{fname}", args=", ".join(args), setup=pad + "pass",
+        text = _TEMPLATE.format(fname="{fname}", args=", ".join(args),
                                 outer="p", loop=loop, count=count, unravel=unravel,
                                 inner=inner)
     digest = hashlib.sha1(text.encode()).hexdigest()[:16]
@@ -257,10 +290,10 @@ def source(p: Plan, masks: tuple, mode: str) -> tuple[str, str]:
     return fname, text.replace("{fname}", fname)
 
 
-def _bind(p: Plan, masks: tuple) -> list[str]:
-    """The plan's body with array leaves read from ``v{k}`` and scalar leaves used directly."""
+def _bind(body: list[str], masks: tuple) -> list[str]:
+    """A plan's body with array leaves read from ``v{k}`` and scalar leaves used directly."""
     lines = []
-    for line in p.body:
+    for line in body:
         for k, m in enumerate(masks):
             if any(m):
                 line = _replace_name(line, f"L{k}", f"v{k}")
@@ -284,12 +317,13 @@ _kernels: dict[tuple, Callable] = {}
 _lock = threading.Lock()
 
 
-def kernel(p: Plan, masks: tuple, mode: str) -> Callable:
-    """The compiled kernel (generated and jitted once per process, loaded from disk after)."""
-    found = p.compiled.get((masks, mode))
+def kernel(p: Plan, masks: tuple, mode: str, exact: bool = False) -> Callable:
+    """The compiled kernel (generated and jitted once per process, loaded from disk after);
+    see :func:`source`."""
+    found = p.compiled.get((masks, mode, exact))
     if found is not None:
         return found
-    fname, text = source(p, masks, mode)
+    fname, text = source(p, masks, mode, exact)
     found = _kernels.get(fname)
     if found is None:
         with _lock:
@@ -300,5 +334,5 @@ def kernel(p: Plan, masks: tuple, mode: str) -> Callable:
                 found = numba.njit(parallel=mode != "serial", cache=True, nogil=True,
                                    error_model="numpy")(namespace[fname])
                 _kernels[fname] = found
-    p.compiled[(masks, mode)] = found
+    p.compiled[(masks, mode, exact)] = found
     return found

@@ -60,8 +60,9 @@ UFUNCS: dict[str, str] = {
 #: Functions whose values may differ from NumPy's own SIMD implementations by an ulp or so
 #: (tests/fuse/test_ulp.py measures it): ``exp``, ``expm1``, ``log``, ``log1p``, ``tanh``,
 #: ``sinh``, ``cosh`` and ``arctan2`` are the kernels' vectorisable ones
-#: (:mod:`chokepoint.kernels.vecmath`, bound by name in :mod:`.codegen`), the others the
-#: platform's libm through numba.
+#: (:mod:`chokepoint.kernels.vecmath`, bound by name in :mod:`.codegen`), ``sin`` and ``cos``
+#: too where every argument of the call is in their range (``codegen.GUARDED``), the others
+#: the platform's libm through numba.
 TRANSCENDENTAL = frozenset({
     "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
     "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh",
