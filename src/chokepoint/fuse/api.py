@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from ..kernels import engine_numba
-from ..kernels.layout import partial_overlap
+from ..kernels.layout import may_share, partial_overlap
 from . import codegen, pool
 from .trace import FuseError, trace
 
@@ -300,7 +300,7 @@ def _run_kernel(p, masks, mode: str, out, operands, weak) -> None:
     """One kernel call; a plan with :data:`codegen.GUARDED` functions runs its vectorised
     kernel, and its exact one again where an argument was out of range. Computed in place
     (``out`` one of the inputs), the inputs would be gone by then: the exact kernel only."""
-    if p.exact is not None and not any(isinstance(o, np.ndarray) and np.may_share_memory(o, out)
+    if p.exact is not None and not any(isinstance(o, np.ndarray) and may_share(o, out)
                                        for o in operands):
         if codegen.kernel(p, masks, mode)(out, *operands, *weak) == 0:
             return

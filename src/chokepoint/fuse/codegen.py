@@ -199,7 +199,7 @@ def plan(result: Node) -> Plan:
     body.append(f"r = {names[id(result)]}")
     exact.append(body[-1])
     return Plan(leaves, weak, body, np.dtype(result.dtype), count,
-                exact if exact != body else None)
+                exact if out_of_range else None)
 
 
 def _weak_dtype(node: Node) -> np.dtype:

@@ -853,7 +853,7 @@ REDUCE_LIMIT_64 = 1.6e6
 REDUCE_LIMIT_32 = 4.0e8
 _SHIFT = 6755399441055744.0  # 1.5 * 2**52: x + _SHIFT - _SHIFT rounds x to an integer
 _INV_PIO2 = 6.36619772367581382433e-01
-_PIO2_1, _PIO2_1T = 1.57079632673412561417e+00, 6.07710050650619224932e-11
+_PIO2_1 = 1.57079632673412561417e+00
 _PIO2_2, _PIO2_2T = 6.07710050630396597660e-11, 2.02226624879595063154e-21
 _PIO2_3, _PIO2_3T = 2.02226624871116645580e-21, 8.47842766036889956997e-32
 _PIO2F_1, _PIO2F_1T = 1.57079631090164184570e+00, 1.58932547735281966916e-08
@@ -906,19 +906,23 @@ def _cos_kernel64(x, y):
 
 
 @numba.njit(inline="always")
-def _sin64(x):
-    y0, y1, q = _rem_pio2_64(x)
-    s, c = _sin_kernel64(y0, y1), _cos_kernel64(y0, y1)
+def _quadrant(s, c, q):
+    """sin(n pi/2 + y) from s = sin(y), c = cos(y) and q = n mod 4: s, c, -s, -c. The cosine
+    is the same at q + 1."""
     v = _where((q & np.int64(1)) != np.int64(0), c, s)
     return _where((q & np.int64(2)) != np.int64(0), -v, v)
 
 
 @numba.njit(inline="always")
+def _sin64(x):
+    y0, y1, q = _rem_pio2_64(x)
+    return _quadrant(_sin_kernel64(y0, y1), _cos_kernel64(y0, y1), q)
+
+
+@numba.njit(inline="always")
 def _cos64(x):
     y0, y1, q = _rem_pio2_64(x)
-    s, c = _sin_kernel64(y0, y1), _cos_kernel64(y0, y1)
-    v = _where((q & np.int64(1)) != np.int64(0), s, c)
-    return _where(((q + np.int64(1)) & np.int64(2)) != np.int64(0), -v, v)
+    return _quadrant(_sin_kernel64(y0, y1), _cos_kernel64(y0, y1), q + np.int64(1))
 
 
 @numba.njit(inline="always")
@@ -950,9 +954,7 @@ def _cos_kernel32(x):
 @numba.njit(inline="always")
 def _sin32(x):
     y, q = _rem_pio2_32(x)
-    s, c = _sin_kernel32(y), _cos_kernel32(y)
-    v = _where((q & np.int64(1)) != np.int64(0), c, s)
-    v = _where((q & np.int64(2)) != np.int64(0), -v, v)
+    v = _quadrant(_sin_kernel32(y), _cos_kernel32(y), q)
     # tiny x: sin(x) is x (float64 keeps -0.0 and subnormals, but the sum's rounding of the
     # double to float32 is x itself anyway); selected so that -0.0 stays -0.0
     return _where(abs(x) < np.float32(2.0 ** -12), x, np.float32(v))
@@ -961,9 +963,7 @@ def _sin32(x):
 @numba.njit(inline="always")
 def _cos32(x):
     y, q = _rem_pio2_32(x)
-    s, c = _sin_kernel32(y), _cos_kernel32(y)
-    v = _where((q & np.int64(1)) != np.int64(0), s, c)
-    return np.float32(_where(((q + np.int64(1)) & np.int64(2)) != np.int64(0), -v, v))
+    return np.float32(_quadrant(_sin_kernel32(y), _cos_kernel32(y), q + np.int64(1)))
 
 
 sin = _define("sin", _sin32, _sin64,
