@@ -72,6 +72,45 @@ def test_second_process_loads_kernels_from_the_cache(tmp_path, backend):
     assert (second_hits, second_misses) == (1, 0), runs
 
 
+def test_a_chunked_parallel_kernel_loads_from_the_cache(tmp_path, backend):
+    # GELU's parallel kernel calls its serial one through an intrinsic (_noinline): both must
+    # come from the disk cache in a second process, not be compiled again
+    if backend != "numba":
+        pytest.skip("the compile cache belongs to the numba engine")
+    script = (
+        "import numpy as np\n"
+        "from chokepoint.kernels import engine_numba as e\n"
+        "x = np.ones(100, np.float32)\n"
+        "k = e._kernel('gelu', 'parallel')\n"
+        "k(x, np.empty_like(x))\n"
+        "s = e._kernel('gelu', 'serial')\n"
+        "print(sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values()),\n"
+        "      sum(s.stats.cache_misses.values()))\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True, check=True).stdout.split() for _ in range(2)]
+    assert [int(v) for v in runs[1]] == [1, 0, 0], runs
+
+
+@pytest.mark.parametrize("name", sorted(n for n, streams in engine_numba._STREAMING_OPS.items()
+                                        if not streams))
+def test_chunked_parallel_kernels_equal_the_serial_ones(name):
+    # every chunk, the last partial one included, and an array shorter than one chunk
+    op = engine_numba.OPS[name]
+    chunk = engine_numba.CHUNK
+    for dtype in (np.float32, np.float64):
+        for n in (3 * chunk + 5, chunk - 3):
+            x = np.random.default_rng(n).standard_normal(n).astype(dtype) * 4
+            arrays = (np.linspace(-2, 2, n, dtype=dtype), x)[2 - op.arity:]
+            constants = tuple(dtype(0.75) for _ in op.params)
+            expected, got = np.empty_like(x), np.full_like(x, np.nan)
+            engine_numba.kernel_for(name, "serial")(*arrays, expected, *constants)
+            engine_numba.kernel_for(name, "parallel")(*arrays, got, *constants)
+            np.testing.assert_array_equal(got, expected, err_msg=f"{name} {dtype} {n}")
+    assert "serial(" in engine_numba._source(name, "_k", "parallel")
+
+
 def test_thread_count_follows_numba(backend):
     if backend != "numba":
         pytest.skip("threads belong to the numba engine")

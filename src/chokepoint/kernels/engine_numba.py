@@ -65,6 +65,23 @@ def {fname}({arrays}, out, {params}):
 _LOADS = {1: "        v = x[i]", 2: "        v = x[i]\n        g = grad[i]"}
 _ARRAYS = {1: "x", 2: "grad, x"}
 
+# The parallel variant of a compute-bound map (exp, erf, ...: not the select-only ops): each
+# thread runs the serial kernel on chunks of CHUNK elements, called without inlining (see
+# _noinline). Inlined into numba's parallel loop, the same expression compiled to 102
+# instructions per 8 float32 GELUs instead of the serial loop's 58: there LLVM reloaded and
+# re-broadcast its ~25 constants every iteration (an absolute address, then a broadcast),
+# where the serial loop keeps them in registers or stack slots. GELU float32 on 2 threads:
+# 0.67 -> 0.49 ns an element (AMD EPYC Zen 3; serial 0.95).
+CHUNK = 8192
+_MAP_CHUNKED = """
+def {fname}({arrays}, out, {params}):
+    n = out.shape[0]
+    for c in prange((n + {chunk} - 1) // {chunk}):
+        s = c * {chunk}
+        e = min(s + {chunk}, n)
+        serial({slices}, out[s:e], {params})
+"""
+
 # The fast path's small call (api.fast): C-contiguous arrays of one dtype (the caller checks
 # what the dispatcher cannot tell apart), any number of dimensions. Shapes and overlap are
 # checked here, where they cost nanoseconds against 1.3 us in Python: it returns False,
@@ -300,6 +317,34 @@ def _stream8(typingctx, arr, index, v0, v1, v2, v3, v4, v5, v6, v7):
     return types.void(arr, index, *([arr.dtype] * 8)), codegen
 
 
+def _noinline(dispatcher, arity: int):
+    """An intrinsic that calls ``dispatcher`` (a jitted function) with its ``arity``
+    arguments, and that LLVM may not inline: the call instruction carries ``noinline``, so the
+    callee keeps the code it was compiled to on its own (see :data:`_MAP_CHUNKED`)."""
+    callee = types.Dispatcher(dispatcher)
+
+    def typer(typingctx, *args):
+        sig = typingctx.resolve_function_type(callee, args, {})
+
+        def codegen(context, builder, signature, values):
+            name = dispatcher.overloads[sig.args].fndesc.llvm_func_name
+            result = context.get_function(callee, sig)(builder, values)
+            for block in builder.function.blocks:
+                for instruction in block.instructions:
+                    if (isinstance(instruction, ir.CallInstr)
+                            and getattr(instruction.callee, "name", None) == name):
+                        instruction.attributes.add("noinline")
+            return result
+
+        return sig, codegen
+
+    # numba lowers an intrinsic's arguments one by one (not as *args): a fixed signature
+    names = ", ".join(f"a{k}" for k in range(arity))
+    namespace = {"typer": typer}
+    exec(f"def call(typingctx, {names}):\n    return typer(typingctx, {names})\n", namespace)
+    return intrinsic(namespace["call"])
+
+
 _NAMESPACE = {
     "__name__": __name__,  # numba's cache rebuilds a kernel's globals by importing this module
     "np": np,
@@ -341,6 +386,10 @@ def _source(name: str, fname: str, mode: str) -> str:
                 overlaps="\n".join(_OVERLAP.format(a=a) for a in arrays),
                 flats="\n".join(f"    {a}_ = {a}.reshape(n)" for a in arrays),
                 loads=_LOADS[op.arity].replace("x[i]", "x_[i]").replace("grad[i]", "grad_[i]"))
+        if mode == "parallel" and not _select_only(name):
+            return _MAP_CHUNKED.format(
+                fname=fname, arrays=_ARRAYS[op.arity], params=_param_list(op), chunk=CHUNK,
+                slices=", ".join(f"{a}[s:e]" for a in _ARRAYS[op.arity].split(", ")))
         if stream:
             return _MAP_STREAM.format(fname=fname, arrays=_ARRAYS[op.arity],
                                       params=_param_list(op),
@@ -370,11 +419,18 @@ def _kernel(name: str, mode: str) -> Callable:
     key = (name, mode)
     kernel = _kernels.get(key)
     if kernel is None:
+        # the chunked parallel maps call the serial kernel (compiled first: the lock is held
+        # below)
+        chunked = mode == "parallel" and name in OPS and not _select_only(name)
+        serial = _kernel(name, "serial") if chunked else None
         with _compile_lock:
             kernel = _kernels.get(key)
             if kernel is None:
                 fname = f"_{name}_{mode}"
                 namespace = dict(_NAMESPACE)
+                if chunked:
+                    op = OPS[name]
+                    namespace["serial"] = _noinline(serial, op.arity + 1 + len(op.params))
                 # The file name ties numba's on-disk cache to this module: it is invalidated
                 # when this file changes, and each kernel is keyed by its name and bytecode.
                 exec(compile(_source(name, fname, mode), __file__, "exec"), namespace)
