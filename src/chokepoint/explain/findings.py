@@ -229,9 +229,11 @@ def compute_rule(ops, ledger, model, roof) -> Cause:
 
 
 def memory_rule(ops, ledger, model, roof) -> Cause:
-    """Memory-bound: faster per element in cache (the ``cache`` probe), a matrix product
-    below the machine balance, or an operation without that probe already moving bytes at
-    more than half the roof."""
+    """Memory-bound: faster per element in cache (the ``cache`` probe), or an operation
+    without that probe already moving bytes at more than half the roof. A matrix product below
+    the machine balance has no such probe either: the roofline predicts it memory-bound, but
+    one far below the roof (a thin product waiting on its threads, its calls' overhead) is
+    bound by neither ceiling, and its time stays unexplained."""
     cause = Cause("memory-bound")
     for i, op in enumerate(ops):
         p = op.probes.get("cache")
@@ -241,7 +243,7 @@ def memory_rule(ops, ledger, model, roof) -> Cause:
             bound = speedup >= MEMORY_BOUND_SPEEDUP
         else:
             speedup = None
-            bound = (op.gemm and op.flops) or rate >= NEAR_ROOF * roof.bandwidth
+            bound = rate >= NEAR_ROOF * roof.bandwidth
         if bound and ledger.left[i] > 0:
             cause.seconds[i] = ledger.take(i, ledger.left[i])
             cause.facts.append({"op": op.label, "source": op.source, "bytes": op.nbytes,
