@@ -146,3 +146,35 @@ def test_words_name_the_operations_and_the_numbers(roof):
     f = next(f for f in found if f.kind == "data-dependent")
     assert "G[t1] = 0: 20 ms on your data, 2 ms with sorted inputs" in f.evidence
     assert f.suggestion.startswith("chokepoint.relu_backward(G, X, out=G) at net.py:38")
+
+
+def test_a_gather_in_random_order_is_advised_on_its_order_not_on_branches(roof):
+    """zk[order] with a random permutation: 112 ms, 21 ms with the index array sorted. The
+    time is cache misses of the reads, so 'a branch-free formulation' would send the author
+    the wrong way; a boolean mask's own slowness is its branches, and keeps that advice."""
+    gather = op("zk[order]", 112, [probe("sorted", 112, 21, detail="the index array sorted "
+                                         "(the same number of elements selected, in order)")])
+    mask = op("keys[keep]", 8, [probe("sorted", 8, 1.2, detail="the mask sorted (the same "
+                                      "number of elements selected, in order)")])
+    found, *_ = derive_findings([gather], model(), 112 * MS, roof, rewrite=None,
+                                peak_extra=None)
+    advice = next(f for f in found if f.kind == "data-dependent").suggestion
+    assert advice.startswith("read in order: sort the index array") and "branch" not in advice
+    found, *_ = derive_findings([mask], model(), 8 * MS, roof, rewrite=None, peak_extra=None)
+    advice = next(f for f in found if f.kind == "data-dependent").suggestion
+    assert advice.startswith("a branch-free formulation")
+    found, *_ = derive_findings([gather, mask], model(), 120 * MS, roof, rewrite=None,
+                                peak_extra=None)
+    advice = next(f for f in found if f.kind == "data-dependent").suggestion
+    assert advice.startswith("read in order") and "branch-free" in advice
+
+
+def test_a_pool_emptied_by_the_byte_counts_leaves_no_rounding_behind(roof):
+    """Extra passes carved out all of the memory-bound time: what the subtraction leaves
+    (4e-17 of it) is not a minor finding 'memory-bound (4.3e-15%)'."""
+    ops = [op("a", 10, [probe("cache", 1, 0.2)]), op("b", 3, [probe("cache", 1, 0.2)]),
+           op("c", 7, [probe("cache", 1, 0.2)])]
+    found, _, minor, _ = derive_findings(ops, model(bytes_moved=10_000_000_000, passes=3),
+                                         20 * MS, roof, rewrite=None, peak_extra=None)
+    assert [f.kind for f in found] == ["extra-passes"]
+    assert not minor
