@@ -82,6 +82,7 @@ class OpEvidence:
     dtype: str = "float64"
     source: str = ""
     conversion: bool = False  # an explicit astype: a pass whose whole point is converting
+    unexplained: float = 0.0  # seconds no rule was handed (set by derive_findings)
 
     @property
     def nbytes(self) -> int:
@@ -326,6 +327,8 @@ def derive_findings(
     causes = {rule: rule(ops, ledger, model, roof) for rule in RULES}
     memory = causes[memory_rule]
     main = _main_causes(len(ops), [*causes.values()])  # before the byte counts take theirs
+    for op, left in zip(ops, ledger.left, strict=True):
+        op.unexplained = left
     extra = byte_causes(ops, model, memory, causes[compute_rule])
     scale = max(total, sum(op.seconds for op in ops))
 

@@ -176,13 +176,17 @@ def unexplained_text(e) -> str | None:
     if share < UNEXPLAINED:
         return None
     parts = []
-    bare = sorted((op for op in ops if op["time_s"] > 0 and not op.get("cause")),
-                  key=lambda op: op["time_s"], reverse=True)
-    bare = [op for op in bare if op["time_s"] >= 0.01 * total]
-    for op in bare[:3]:
+    # seconds per operation that no rule was handed (an explanation built by explain() has
+    # them; otherwise the operations without a cause, whole)
+    left = getattr(e, "op_unexplained", None) or [
+        0.0 if op.get("cause") else op["time_s"] for op in ops]
+    bare = sorted(((op, s) for op, s in zip(ops, left, strict=True) if s >= 0.01 * total),
+                  key=lambda pair: pair[1], reverse=True)
+    for op, seconds in bare[:3]:
         where = short_source(op.get("source", ""))
+        of = "" if seconds >= 0.99 * op["time_s"] else f" of {format_seconds(op['time_s'])}"
         parts.append(f"{op['name']} ({where + ', ' if where else ''}"
-                     f"{format_seconds(op['time_s'])}, {100 * op['time_s'] / total:.0f}%)")
+                     f"{format_seconds(seconds)}{of}, {100 * seconds / total:.0f}%)")
     if len(bare) > 3:
         parts.append(f"and {len(bare) - 3} more")
     text = f"not explained ({100 * share:.0f}% of the time)"
