@@ -101,6 +101,28 @@ def test_a_thin_product_below_the_balance_is_memory_bound(roof):
     assert memory_rule([thin], ledger, model(), roof).seconds == {0: 0.005}
 
 
+def test_a_product_far_below_both_ceilings_is_not_memory_bound(roof):
+    """A thin matmul (256 x 1024 @ 1024 x 10 float32: 5 MFLOP, 1.1 MB) below the machine
+    balance, taking 8 ms (OpenBLAS threads waking on a busy 2-core machine): 0.1 GB/s, 0.7% of
+    the roof. Neither ceiling explains it, so no bound is claimed, and the byte counts cannot
+    price an extra pass at its 0.1 GB/s (8 ms of thread wake-ups as 'extra passes')."""
+    thin = op("a1 @ W2", 8, flops=5_242_880, gemm=True, dtype="float32", nbytes=1_100_000)
+    ewise = op("np.maximum(z1, 0)", 0.1, [probe("cache", 1.0, 0.2)], nbytes=2_000_000)
+    ledger = Ledger([thin])
+    assert not compute_rule([thin], ledger, model(), roof).seconds
+    assert not memory_rule([thin], ledger, model(), roof).seconds
+    m = model(bytes_moved=12_000_000, bytes_inputs=2_000_000, result_bytes=0,
+              result_bytes_min=0, passes=8)
+    found, _, minor, main = derive_findings([thin, ewise], m, 8.1 * MS, roof, rewrite=None,
+                                            peak_extra=None)
+    shares = kinds(found + minor)
+    assert main[0] is None
+    # what the bytes could cost: 10 MB beyond one pass at the 20 GB/s the maximum reached,
+    # 0.5 ms, of which it can only take the maximum's own 0.1 ms
+    assert shares.get("extra-passes", 0) <= 0.1 / 8.1 + 1e-9
+    assert sum(shares.values()) <= 0.1 / 8.1 + 1e-9
+
+
 def test_extra_passes_and_wide_output_come_out_of_the_memory_time(roof):
     ops = [op("clip", 10, [probe("cache", 1.0, 0.2)]), op("ceil", 10, [probe("cache", 1.0, 0.2)])]
     m = model(bytes_moved=128_000_000, passes=2, result_bytes_min=4_000_000,
@@ -124,3 +146,35 @@ def test_words_name_the_operations_and_the_numbers(roof):
     f = next(f for f in found if f.kind == "data-dependent")
     assert "G[t1] = 0: 20 ms on your data, 2 ms with sorted inputs" in f.evidence
     assert f.suggestion.startswith("chokepoint.relu_backward(G, X, out=G) at net.py:38")
+
+
+def test_a_gather_in_random_order_is_advised_on_its_order_not_on_branches(roof):
+    """zk[order] with a random permutation: 112 ms, 21 ms with the index array sorted. The
+    time is cache misses of the reads, so 'a branch-free formulation' would send the author
+    the wrong way; a boolean mask's own slowness is its branches, and keeps that advice."""
+    gather = op("zk[order]", 112, [probe("sorted", 112, 21, detail="the index array sorted "
+                                         "(the same number of elements selected, in order)")])
+    mask = op("keys[keep]", 8, [probe("sorted", 8, 1.2, detail="the mask sorted (the same "
+                                      "number of elements selected, in order)")])
+    found, *_ = derive_findings([gather], model(), 112 * MS, roof, rewrite=None,
+                                peak_extra=None)
+    advice = next(f for f in found if f.kind == "data-dependent").suggestion
+    assert advice.startswith("read in order: sort the index array") and "branch" not in advice
+    found, *_ = derive_findings([mask], model(), 8 * MS, roof, rewrite=None, peak_extra=None)
+    advice = next(f for f in found if f.kind == "data-dependent").suggestion
+    assert advice.startswith("a branch-free formulation")
+    found, *_ = derive_findings([gather, mask], model(), 120 * MS, roof, rewrite=None,
+                                peak_extra=None)
+    advice = next(f for f in found if f.kind == "data-dependent").suggestion
+    assert advice.startswith("read in order") and "branch-free" in advice
+
+
+def test_a_pool_emptied_by_the_byte_counts_leaves_no_rounding_behind(roof):
+    """Extra passes carved out all of the memory-bound time: what the subtraction leaves
+    (4e-17 of it) is not a minor finding 'memory-bound (4.3e-15%)'."""
+    ops = [op("a", 10, [probe("cache", 1, 0.2)]), op("b", 3, [probe("cache", 1, 0.2)]),
+           op("c", 7, [probe("cache", 1, 0.2)])]
+    found, _, minor, _ = derive_findings(ops, model(bytes_moved=10_000_000_000, passes=3),
+                                         20 * MS, roof, rewrite=None, peak_extra=None)
+    assert [f.kind for f in found] == ["extra-passes"]
+    assert not minor

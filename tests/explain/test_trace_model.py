@@ -131,3 +131,34 @@ def test_mask_indexing_bytes_are_modelled():
     assign = next(op for op in tr.ops if op.name == "setitem")
     assert (assign.in_bytes, assign.out_bytes) == (mask.nbytes, 8 * selected)
     assert assign.before is not None  # the target as it was, for the line's rewrite
+
+
+@pytest.mark.parametrize("statement", ["np.sort(X)", "np.argsort(X, kind='stable')",
+                                       "np.partition(X, 10)", "np.fft.fft(X)",
+                                       "np.take(X, P)", "np.roll(X, 3)"])
+def test_whole_array_operations_get_no_elementwise_probes(statement):
+    """A sort keeps its input's shape but is not elementwise: on a cache-sized part it is a
+    shorter sort, on sorted or constant values an easier one. Those probes would measure
+    another computation (np.sort of random data 10x faster "with constant inputs" read as
+    data-dependent, argsort's compute time carved out as a wide output), so none applies."""
+    from chokepoint.explain.probes import ProbeSettings, probe_op
+
+    rng = np.random.default_rng(0)
+    X, P = rng.standard_normal(2**18), rng.permutation(2**18)
+    tr = _trace(statement, X=X, P=P) if "P" in statement else _trace(statement, X=X)
+    op = next(op for op in tr.ops if not op.is_view)
+    settings = ProbeSettings(min_time=1e-4, repeats=3)
+    _, probes = probe_op(op, settings)
+    names = {p.name for p in probes}
+    assert not names & {"cache", "constant", "sorted", "subnormal", "tiny", "threads"}, names
+
+
+def test_elementwise_functions_keep_their_probes():
+    from chokepoint.explain.probes import ProbeSettings, probe_op
+
+    X = np.random.default_rng(0).standard_normal(2**18)
+    for statement in ("np.where(X > 0, X, 0)", "np.clip(X, -1, 1)", "np.cumsum(X)"):
+        tr = _trace(statement, X=X)
+        op = tr.ops[-1]
+        _, probes = probe_op(op, ProbeSettings(min_time=1e-4, repeats=3))
+        assert {"cache", "constant"} <= {p.name for p in probes}, statement

@@ -87,3 +87,48 @@ def test_race_html_says_indistinguishable_when_the_interval_contains_one():
     page = race_html(_ratio_result())
     assert "1.01x [0.97, 1.05] indistinguishable" in page
     assert "id=\"ratios\"" in page and "is 2.9x faster than" in page
+
+
+def _pipeline(findings, median_s=0.5):
+    def row(name, ms, cause, source):
+        return {"name": name, "in_bytes": 8_000_000, "out_bytes": 8_000_000,
+                "allocates": True, "time_s": ms * 1e-3, "gbps": 1.0, "roof_fraction": 0.05,
+                "source": source, "cause": cause}
+
+    ops = [row("t9 = np.argsort(kk, kind='stable')", 132, None, "/tmp/pipeline.py:16"),
+           row("t2 = table.std(axis=0)", 103, None, "/tmp/pipeline.py:11"),
+           row("t11 = zk[order]", 108, "data-dependent", "/tmp/pipeline.py:18"),
+           row("t1 = table.mean(axis=0)", 39, None, "/tmp/pipeline.py:10")]
+    return Explanation(statement="pipeline(table, keys)", setup="", median_s=median_s,
+                       iqr_s=1e-3, floor_s=2.5e-3,
+                       model=SimpleNamespace(bytes_moved=754_000_000, bytes_min=80_000_000),
+                       ops=ops, findings=findings, ruled_out=[], machine=MACHINE)
+
+
+def test_the_time_no_finding_explains_is_said_with_its_operations():
+    """A 19% finding heads the list, but no probe explained 81% of the time: the report says
+    so, naming the slowest operations without a cause and the time between operations."""
+    found = [Finding("data-dependent", 0.19, "zk[order]: 112 ms on your data", "read in order")]
+    text = explanation_text(_pipeline(found), width=400)
+    assert ("not explained (81% of the time): no probe measured a cause for "
+            "t9 = np.argsort(kk, kind='stable') (pipeline.py:16, 132 ms, 26%); "
+            "t2 = table.std(axis=0) (pipeline.py:11, 103 ms, 21%); "
+            "t1 = table.mean(axis=0) (pipeline.py:10, 39 ms, 8%); "
+            "118 ms (24%) between the operations") in text
+
+
+def test_no_unexplained_line_when_the_findings_hold_the_time():
+    found = [Finding("data-dependent", 0.5, "e", "s"), Finding("compute-bound", 0.45, "e", "s")]
+    assert "not explained" not in explanation_text(_pipeline(found), width=400)
+
+
+def test_an_operation_explained_in_part_is_listed_with_what_is_left():
+    """X * s: 12 ms, of which page faults (temporaries) explain 3.4 ms; its other 8.6 ms are
+    unexplained although the row's main cause is 'temporaries'."""
+    found = [Finding("temporaries", 0.18, "e", "s")]
+    e = _pipeline(found, median_s=0.4)
+    e.op_unexplained = [0.132, 0.103, 0.0, 0.039]
+    e.ops[2]["cause"] = "temporaries"
+    e.op_unexplained[2] = 0.0866
+    text = explanation_text(e, width=400)
+    assert ("t11 = zk[order] (pipeline.py:18, 86.6 ms of 108 ms, 22%)" in text), text

@@ -57,6 +57,8 @@ class Explanation:
     warnings: list[str] = field(default_factory=list)
     runs: int = 0
     op_elements: list[int] = field(default_factory=list, repr=False)
+    #: per operation, the seconds no finding explains (for the text report; not in the JSON)
+    op_unexplained: list[float] = field(default_factory=list, repr=False)
     lines: list[dict] = field(default_factory=list)
     minor: list[Finding] = field(default_factory=list)
     floor: dict = field(default_factory=dict)
@@ -487,6 +489,8 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
     findings, ruled, minor, causes = derive_findings(
         evidence, model, timing.median, roof, rewrite=suggestion, peak_extra=peak_extra,
         line_rewrites=in_lines)
+    left = iter(evidence)
+    op_unexplained = [next(left).unexplained if row["time_s"] > 0 else 0.0 for row in rows]
     for row, cause in zip((r for r in rows if r["time_s"] > 0), causes, strict=True):
         row["cause"] = cause
     machine = roof.summary()
@@ -501,5 +505,6 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
                        model=model, ops=rows, findings=findings, ruled_out=ruled,
                        machine=machine, rewrite=rewrite, warnings=warned, runs=runs,
                        op_elements=elements,
+                       op_unexplained=op_unexplained,
                        lines=_line_rows(tr, rows, causes, timing.median, roof),
                        minor=minor, floor=floor, line_rewrites=in_lines)

@@ -139,9 +139,24 @@ def same_layout(a: np.ndarray, values) -> np.ndarray:
     return out
 
 
+#: NumPy functions whose result can have their input's shape although they are not
+#: elementwise: each element of the result depends on the whole input (its order, a transform),
+#: so the cost per element grows with the size and with the order of the values. A probe on a
+#: cache-sized part, or on constant or sorted values, measures another computation (a sort of
+#: sorted data, a shorter sort) and would pass for memory-bound or data-dependent
+WHOLE_ARRAY = frozenset({"sort", "argsort", "partition", "argpartition", "sort_complex",
+                         "lexsort", "searchsorted", "unique", "roll", "take", "take_along_axis",
+                         "choose", "convolve", "correlate", "gradient", "unwrap", "median",
+                         "percentile", "quantile", "nanmedian", "nanpercentile",
+                         "nanquantile"})
+
+
 def _elementwise(op: Op) -> bool:
     result = op.result_array
     if op.gemm or getattr(op.func, "signature", None):  # matmul is a generalised ufunc
+        return False
+    if op.name in WHOLE_ARRAY or str(getattr(op.func, "__module__", "")).startswith(
+            ("numpy.fft", "numpy.linalg")):
         return False
     return (op.kind in ("ufunc", "function") and result is not None and result.ndim > 0
             and all(a.shape == result.shape for a in op.inputs if a.ndim > 0))

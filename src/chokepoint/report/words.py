@@ -174,8 +174,21 @@ def _advice(cause, c: Context) -> str:
     if kind == "data-dependent":
         if any(f.get("probe") == "subnormal" for f in cause.facts):
             return "flush subnormals (or avoid producing them)"
-        return ("a branch-free formulation, or a kernel whose speed does not depend on the "
-                "values")
+        values = ("a branch-free formulation, or a kernel whose speed does not depend on the "
+                  "values")
+        # a gather through an index array in random order waits on memory, not on branches:
+        # the probe sorted the indices, so the advice is the order of the reads
+        order = ("read in order: sort the index array (or keep the data in the order it is "
+                 "read), or gather fewer bytes (only the columns used)")
+        gathers = [f for f in cause.facts if str(f.get("detail", "")).startswith(
+            "the index array")]
+        if not gathers:
+            return values
+        if len(gathers) == len(cause.facts):
+            return order
+        others = sum(_weight(f) for f in cause.facts if f not in gathers)
+        return f"{order}; {values}" if sum(map(_weight, gathers)) >= others \
+            else f"{values}; {order}"
     if kind == "strided-access":
         return ("make the input contiguous once (np.ascontiguousarray) when it is used more "
                 "than once, or reorder the loop")
