@@ -46,6 +46,7 @@ __all__ = [
     "launch",
     "mask_backward",
     "mask_forward",
+    "noinline",
     "unary",
 ]
 
@@ -67,7 +68,7 @@ _ARRAYS = {1: "x", 2: "grad, x"}
 
 # The parallel variant of a compute-bound map (exp, erf, ...: not the select-only ops): each
 # thread runs the serial kernel on chunks of CHUNK elements, called without inlining (see
-# _noinline). Inlined into numba's parallel loop, the same expression compiled to 102
+# noinline). Inlined into numba's parallel loop, the same expression compiled to 102
 # instructions per 8 float32 GELUs instead of the serial loop's 58: there LLVM reloaded and
 # re-broadcast its ~25 constants every iteration (an absolute address, then a broadcast),
 # where the serial loop keeps them in registers or stack slots. GELU float32 on 2 threads:
@@ -317,7 +318,7 @@ def _stream8(typingctx, arr, index, v0, v1, v2, v3, v4, v5, v6, v7):
     return types.void(arr, index, *([arr.dtype] * 8)), codegen
 
 
-def _noinline(dispatcher, arity: int):
+def noinline(dispatcher, arity: int):
     """An intrinsic that calls ``dispatcher`` (a jitted function) with its ``arity``
     arguments, and that LLVM may not inline: the call instruction carries ``noinline``, so the
     callee keeps the code it was compiled to on its own (see :data:`_MAP_CHUNKED`)."""
@@ -430,7 +431,7 @@ def _kernel(name: str, mode: str) -> Callable:
                 namespace = dict(_NAMESPACE)
                 if chunked:
                     op = OPS[name]
-                    namespace["serial"] = _noinline(serial, op.arity + 1 + len(op.params))
+                    namespace["serial"] = noinline(serial, op.arity + 1 + len(op.params))
                 # The file name ties numba's on-disk cache to this module: it is invalidated
                 # when this file changes, and each kernel is keyed by its name and bytecode.
                 exec(compile(_source(name, fname, mode), __file__, "exec"), namespace)
