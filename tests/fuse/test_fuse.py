@@ -257,3 +257,9 @@ def test_parallel_kernel_runs_the_serial_one_on_chunks(dtype):
         _same(got, expected)
     assert count == 0 and codegen.kernel(p, ((True,), (True,)), "serial")(
         np.empty(n, dtype), a, b) == 2
+    # another expression of as many operands: its own parallel kernel, not the first one's
+    other = chokepoint.fuse("np.cos(a) - b")
+    q = other.plan({"a": np.dtype(dtype), "b": np.dtype(dtype)})
+    got = np.empty(n, dtype)
+    codegen.kernel(q, ((True,), (True,)), "parallel")(got, a, b)
+    _within_ulps(got, np.cos(a) - b, 3)

@@ -236,9 +236,10 @@ def {fname}(out, {args}):
 # The parallel kernel runs the serial one on chunks of the outer loop, called without inlining
 # (engine_numba._MAP_CHUNKED says why: inlined into numba's parallel loop, the constants of
 # exp, sin and the like were reloaded every iteration). "chunk" is the serial kernel over the
-# outer iterations [start, stop).
+# outer iterations [start, stop); its name is in the source, so that the name of the parallel
+# kernel (which carries a hash of its source) differs with what it calls.
 _CHUNKED = """
-def {fname}(out, {args}):
+def {fname}(out, {args}):  # runs {chunk_name}
     n = {count}
     step = max(1, {chunk} // {inner})
     g_ = 0
@@ -299,6 +300,7 @@ def source(p: Plan, masks: tuple, mode: str, exact: bool = False) -> tuple[str, 
         if mode == "parallel":
             text = _CHUNKED.format(fname="{fname}", args=", ".join(args), count=count,
                                    chunk=engine_numba.CHUNK,
+                                   chunk_name=source(p, masks, "chunk", exact)[0],
                                    inner=f"out.shape[{d - 1}]" if d > 1 else 1)
         else:
             text = _TEMPLATE.format(fname="{fname}", args=", ".join(args) + (
@@ -356,7 +358,7 @@ def kernel(p: Plan, masks: tuple, mode: str, exact: bool = False) -> Callable:
                     arity = 3 + len(p.leaves) + len(p.weak)
                     namespace["chunk"] = engine_numba.noinline(chunk, arity)
                 exec(compile(text, __file__, "exec"), namespace)
-                found = numba.njit(parallel=mode != "serial", cache=True, nogil=True,
+                found = numba.njit(parallel=mode in ("parallel", "stream"), cache=True, nogil=True,
                                    error_model="numpy")(namespace[fname])
                 _kernels[fname] = found
     p.compiled[(masks, mode, exact)] = found
