@@ -260,6 +260,6 @@ def test_parallel_kernel_runs_the_serial_one_on_chunks(dtype):
     # another expression of as many operands: its own parallel kernel, not the first one's
     other = chokepoint.fuse("np.cos(a) - b")
     q = other.plan({"a": np.dtype(dtype), "b": np.dtype(dtype)})
-    got = np.empty(n, dtype)
-    codegen.kernel(q, ((True,), (True,)), "parallel")(got, a, b)
-    _within_ulps(got, np.cos(a) - b, 3)
+    got, inside = np.empty(n, dtype), np.clip(a, -10, 10)  # no argument for libm to redo
+    assert codegen.kernel(q, ((True,), (True,)), "parallel")(got, inside, b) == 0
+    _within_ulps(got, np.cos(inside) - b, 3)
