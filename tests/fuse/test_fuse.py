@@ -231,35 +231,3 @@ def test_sin_cos_vectorised_below_their_bound_and_libm_beyond(dtype):
             _within_ulps(work, np.sin(a) + np.cos(b), 3)
         special = np.array([np.inf, -np.inf, np.nan, -0.0, 0.0], dtype)
         _same(chokepoint.fuse("np.sin(a)")(a=special), np.sin(special))
-
-
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_parallel_kernel_runs_the_serial_one_on_chunks(dtype):
-    # the parallel kernel calls the "chunk" kernel (the serial loop over [start, stop)) on
-    # chunks of the outer loop: the same bits and the same count of out-of-range arguments as
-    # the serial kernel, over 1-D and broadcast 2-D loops with a partial last chunk
-    from chokepoint.fuse import codegen
-    from chokepoint.kernels import engine_numba
-
-    f = chokepoint.fuse("np.sin(a) * b + np.exp(-b)")
-    p = f.plan({"a": np.dtype(dtype), "b": np.dtype(dtype)})
-    n = 2 * engine_numba.CHUNK + 13
-    rng = np.random.default_rng(0)
-    a = rng.uniform(-10, 10, n).astype(dtype)
-    a[[5, n - 2]] = 1e30  # beyond sin's reduction: counted by every variant
-    b = rng.standard_normal(n).astype(dtype)
-    rows = rng.uniform(-10, 10, (7, 3001)).astype(dtype)
-    for masks, args, shape in ((((True,), (True,)), (a, b), (n,)),
-                               (((True, True), (False, True)), (rows, b[:3001]), rows.shape)):
-        expected, got = np.empty(shape, dtype), np.full(shape, np.nan, dtype)
-        count = codegen.kernel(p, masks, "serial")(expected, *args)
-        assert codegen.kernel(p, masks, "parallel")(got, *args) == count
-        _same(got, expected)
-    assert count == 0 and codegen.kernel(p, ((True,), (True,)), "serial")(
-        np.empty(n, dtype), a, b) == 2
-    # another expression of as many operands: its own parallel kernel, not the first one's
-    other = chokepoint.fuse("np.cos(a) - b")
-    q = other.plan({"a": np.dtype(dtype), "b": np.dtype(dtype)})
-    got, inside = np.empty(n, dtype), np.clip(a, -10, 10)  # no argument for libm to redo
-    assert codegen.kernel(q, ((True,), (True,)), "parallel")(got, inside, b) == 0
-    _within_ulps(got, np.cos(inside) - b, 3)

@@ -233,21 +233,6 @@ def {fname}(out, {args}):
     return g_
 """
 
-# The parallel kernel runs the serial one on chunks of the outer loop, called without inlining
-# (engine_numba._MAP_CHUNKED says why: inlined into numba's parallel loop, the constants of
-# exp, sin and the like were reloaded every iteration). "chunk" is the serial kernel over the
-# outer iterations [start, stop); its name is in the source, so that the name of the parallel
-# kernel (which carries a hash of its source) differs with what it calls.
-_CHUNKED = """
-def {fname}(out, {args}):  # runs {chunk_name}
-    n = {count}
-    step = max(1, {chunk} // {inner})
-    g_ = 0
-    for c in prange((n + step - 1) // step):
-        g_ += chunk(out, {args}, c * step, min(c * step + step, n))
-    return g_
-"""
-
 
 def _index(mask: tuple[bool, ...], d: int) -> str:
     idx = [f"i{k}" for k in range(d - 1)] + ["j"]
@@ -280,7 +265,7 @@ def source(p: Plan, masks: tuple, mode: str, exact: bool = False) -> tuple[str, 
                                 outer="q", loop="prange", count="out.shape[0] // 8",
                                 unravel="", inner=inner)
     else:
-        loop = {"serial": "range", "chunk": "range", "parallel": "prange"}[mode]
+        loop = "range" if mode == "serial" else "prange"
         loads = [f"v{k} = L{k}[{_index(m, d)}]" for k, m in enumerate(masks) if any(m)]
         body = [*loads, *_bind(body_lines, masks), f"out[{_index((True,) * d, d)}] = r"]
         if d == 1:
@@ -297,16 +282,9 @@ def source(p: Plan, masks: tuple, mode: str, exact: bool = False) -> tuple[str, 
             unravel = "\n".join(steps) + "\n"
             inner = pad * 2 + f"for j in range(out.shape[{d - 1}]):\n" + "\n".join(
                 pad * 3 + line for line in body)
-        if mode == "parallel":
-            text = _CHUNKED.format(fname="{fname}", args=", ".join(args), count=count,
-                                   chunk=engine_numba.CHUNK,
-                                   chunk_name=source(p, masks, "chunk", exact)[0],
-                                   inner=f"out.shape[{d - 1}]" if d > 1 else 1)
-        else:
-            text = _TEMPLATE.format(fname="{fname}", args=", ".join(args) + (
-                ", start, stop" if mode == "chunk" else ""), outer="p", loop=loop,
-                count="start, stop" if mode == "chunk" else count, unravel=unravel,
-                inner=inner)
+        text = _TEMPLATE.format(fname="{fname}", args=", ".join(args),
+                                outer="p", loop=loop, count=count, unravel=unravel,
+                                inner=inner)
     digest = hashlib.sha1(text.encode()).hexdigest()[:16]
     fname = f"_fused_{mode}_{digest}"
     return fname, text.replace("{fname}", fname)
@@ -348,17 +326,12 @@ def kernel(p: Plan, masks: tuple, mode: str, exact: bool = False) -> Callable:
     fname, text = source(p, masks, mode, exact)
     found = _kernels.get(fname)
     if found is None:
-        # the parallel kernel calls the chunk kernel (compiled first: the lock is held below)
-        chunk = kernel(p, masks, "chunk", exact) if mode == "parallel" else None
         with _lock:
             found = _kernels.get(fname)
             if found is None:
                 namespace = dict(_NAMESPACE)
-                if chunk is not None:  # out, the operands, start and stop
-                    arity = 3 + len(p.leaves) + len(p.weak)
-                    namespace["chunk"] = engine_numba.noinline(chunk, arity)
                 exec(compile(text, __file__, "exec"), namespace)
-                found = numba.njit(parallel=mode in ("parallel", "stream"), cache=True, nogil=True,
+                found = numba.njit(parallel=mode != "serial", cache=True, nogil=True,
                                    error_model="numpy")(namespace[fname])
                 _kernels[fname] = found
     p.compiled[(masks, mode, exact)] = found
