@@ -1,10 +1,12 @@
 """Thread safety, fork safety and the on-disk compile cache of the numba engine."""
 
+import hashlib
 import multiprocessing
 import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -109,6 +111,23 @@ def test_chunked_parallel_kernels_equal_the_serial_ones(name):
             engine_numba.kernel_for(name, "parallel")(*arrays, got, *constants)
             np.testing.assert_array_equal(got, expected, err_msg=f"{name} {dtype} {n}")
     assert "serial(" in engine_numba._source(name, "_k", "parallel")
+
+
+def test_kernel_names_carry_the_code_they_inline():
+    # numba's disk cache keys a kernel by its own file's time stamp and bytecode: an edit of
+    # vecmath (or of the expressions) alone must give the kernels new names, not old machine code
+    from chokepoint.fuse import codegen
+    from chokepoint.kernels import ops, vecmath, vocabulary
+
+    digest = hashlib.sha1(b"".join(Path(m.__file__).read_bytes()
+                                   for m in (vecmath, vocabulary, ops))).hexdigest()[:12]
+    assert engine_numba.DEPENDENCIES == digest
+    assert engine_numba.kernel_for("gelu", "serial").py_func.__name__.endswith(digest)
+    p = chokepoint.fuse("np.exp(a) + 1").plan({"a": np.dtype(np.float64)})
+    name, _ = codegen.source(p, ((True,),), "serial")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine_numba, "DEPENDENCIES", "another")
+        assert codegen.source(p, ((True,),), "serial")[0] != name
 
 
 def test_thread_count_follows_numba(backend):

@@ -285,7 +285,8 @@ def source(p: Plan, masks: tuple, mode: str, exact: bool = False) -> tuple[str, 
         text = _TEMPLATE.format(fname="{fname}", args=", ".join(args),
                                 outer="p", loop=loop, count=count, unravel=unravel,
                                 inner=inner)
-    digest = hashlib.sha1(text.encode()).hexdigest()[:16]
+    # the functions a kernel inlines are part of its name (see engine_numba.DEPENDENCIES)
+    digest = hashlib.sha1((text + engine_numba.DEPENDENCIES).encode()).hexdigest()[:16]
     fname = f"_fused_{mode}_{digest}"
     return fname, text.replace("{fname}", fname)
 
