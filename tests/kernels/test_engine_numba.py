@@ -56,6 +56,14 @@ def test_works_in_a_forked_child_after_parent_used_parallel_kernels():
     assert queue.get(timeout=5) is True
 
 
+def _twice_with_one_cache(tmp_path, script: str) -> list[list[int]]:
+    """The numbers ``script`` prints, run in two new processes sharing one NUMBA_CACHE_DIR."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    return [[int(v) for v in subprocess.run([sys.executable, "-c", script], env=env,
+                                             capture_output=True, text=True,
+                                             check=True).stdout.split()] for _ in range(2)]
+
+
 def test_second_process_loads_kernels_from_the_cache(tmp_path, backend):
     if backend != "numba":
         pytest.skip("the compile cache belongs to the numba engine")
@@ -66,16 +74,14 @@ def test_second_process_loads_kernels_from_the_cache(tmp_path, backend):
         "k = e._kernel('relu_grad', 'parallel')\n"
         "print(sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values()))\n"
     )
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
-    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                           text=True, check=True).stdout.split() for _ in range(2)]
-    (first_hits, first_misses), (second_hits, second_misses) = (map(int, r) for r in runs)
+    runs = _twice_with_one_cache(tmp_path, script)
+    (first_hits, first_misses), (second_hits, second_misses) = runs
     assert (first_hits, first_misses) == (0, 1), runs
     assert (second_hits, second_misses) == (1, 0), runs
 
 
 def test_a_chunked_parallel_kernel_loads_from_the_cache(tmp_path, backend):
-    # GELU's parallel kernel calls its serial one through an intrinsic (_noinline): both must
+    # GELU's parallel kernel calls its serial one through an intrinsic (noinline): both must
     # come from the disk cache in a second process, not be compiled again
     if backend != "numba":
         pytest.skip("the compile cache belongs to the numba engine")
@@ -89,10 +95,8 @@ def test_a_chunked_parallel_kernel_loads_from_the_cache(tmp_path, backend):
         "print(sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values()),\n"
         "      sum(s.stats.cache_misses.values()))\n"
     )
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
-    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                           text=True, check=True).stdout.split() for _ in range(2)]
-    assert [int(v) for v in runs[1]] == [1, 0, 0], runs
+    runs = _twice_with_one_cache(tmp_path, script)
+    assert runs[1] == [1, 0, 0], runs
 
 
 @pytest.mark.parametrize("name", sorted(n for n, streams in engine_numba._STREAMING_OPS.items()
