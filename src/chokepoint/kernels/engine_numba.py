@@ -49,7 +49,6 @@ __all__ = [
     "launch",
     "mask_backward",
     "mask_forward",
-    "noinline",
     "unary",
 ]
 
@@ -78,7 +77,7 @@ _ARRAYS = {1: "x", 2: "grad, x"}
 
 # The parallel variant of a compute-bound map (exp, erf, ...: not the select-only ops): each
 # thread runs the serial kernel on chunks of CHUNK elements, called without inlining (see
-# noinline). Inlined into numba's parallel loop, the same expression compiled to 102
+# _noinline). Inlined into numba's parallel loop, the same expression compiled to 102
 # instructions per 8 float32 GELUs instead of the serial loop's 58: there LLVM reloaded and
 # re-broadcast its ~25 constants every iteration (an absolute address, then a broadcast),
 # where the serial loop keeps them in registers or stack slots. GELU float32 on 2 threads:
@@ -328,7 +327,7 @@ def _stream8(typingctx, arr, index, v0, v1, v2, v3, v4, v5, v6, v7):
     return types.void(arr, index, *([arr.dtype] * 8)), codegen
 
 
-def noinline(dispatcher, arity: int):
+def _noinline(dispatcher, arity: int):
     """An intrinsic that calls ``dispatcher`` (a jitted function) with its ``arity``
     arguments, and that LLVM may not inline: the call instruction carries ``noinline``, so the
     callee keeps the code it was compiled to on its own (see :data:`_MAP_CHUNKED`)."""
@@ -397,7 +396,7 @@ def _source(name: str, fname: str, mode: str) -> str:
                 overlaps="\n".join(_OVERLAP.format(a=a) for a in arrays),
                 flats="\n".join(f"    {a}_ = {a}.reshape(n)" for a in arrays),
                 loads=_LOADS[op.arity].replace("x[i]", "x_[i]").replace("grad[i]", "grad_[i]"))
-        if mode == "parallel" and not _select_only(name):
+        if _chunked(name, mode):
             return _MAP_CHUNKED.format(
                 fname=fname, arrays=_ARRAYS[op.arity], params=_param_list(op), chunk=CHUNK,
                 slices=", ".join(f"{a}[s:e]" for a in _ARRAYS[op.arity].split(", ")))
@@ -430,9 +429,8 @@ def _kernel(name: str, mode: str) -> Callable:
     key = (name, mode)
     kernel = _kernels.get(key)
     if kernel is None:
-        # the chunked parallel maps call the serial kernel (compiled first: the lock is held
-        # below)
-        chunked = mode == "parallel" and name in OPS and not _select_only(name)
+        # a chunked kernel calls the serial one (compiled first: the lock is held below)
+        chunked = _chunked(name, mode)
         serial = _kernel(name, "serial") if chunked else None
         with _compile_lock:
             kernel = _kernels.get(key)
@@ -441,7 +439,7 @@ def _kernel(name: str, mode: str) -> Callable:
                 namespace = dict(_NAMESPACE)
                 if chunked:
                     op = OPS[name]
-                    namespace["serial"] = noinline(serial, op.arity + 1 + len(op.params))
+                    namespace["serial"] = _noinline(serial, op.arity + 1 + len(op.params))
                 # The file name ties numba's on-disk cache to this module: it is invalidated
                 # when this file changes, and each kernel is keyed by its name and bytecode.
                 exec(compile(_source(name, fname, mode), __file__, "exec"), namespace)
@@ -450,6 +448,12 @@ def _kernel(name: str, mode: str) -> Callable:
                                     error_model="numpy")(namespace[fname])
                 _kernels[key] = kernel
     return kernel
+
+
+def _chunked(name: str, mode: str) -> bool:
+    """Whether kernel ``name``'s ``mode`` variant runs the serial one on chunks
+    (:data:`_MAP_CHUNKED`): the parallel variant of a map that is not select-only."""
+    return mode == "parallel" and name in OPS and not _STREAMING_OPS[name]
 
 
 def _streamable(out: np.ndarray, inputs: tuple = ()) -> bool:
