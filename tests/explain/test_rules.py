@@ -27,9 +27,9 @@ def probe(name, base_ms, changed_ms, spread=0.01, detail="made up"):
                  detail)
 
 
-def op(label, ms, probes=(), nbytes=64_000_000, **kw):
+def op(label, ms, probes=(), nbytes=64_000_000, produces_result=False, **kw):
     return OpEvidence(label=label, seconds=ms * MS, in_bytes=nbytes // 2,
-                      out_bytes=nbytes // 2, allocates=True, produces_result=False,
+                      out_bytes=nbytes // 2, allocates=True, produces_result=produces_result,
                       probes={p.name: p for p in probes}, **kw)
 
 
@@ -124,7 +124,8 @@ def test_a_product_far_below_both_ceilings_is_not_memory_bound(roof):
 
 
 def test_extra_passes_and_wide_output_come_out_of_the_memory_time(roof):
-    ops = [op("clip", 10, [probe("cache", 1.0, 0.2)]), op("ceil", 10, [probe("cache", 1.0, 0.2)])]
+    ops = [op("clip", 10, [probe("cache", 1.0, 0.2)]),
+           op("ceil", 10, [probe("cache", 1.0, 0.2)], produces_result=True)]
     m = model(bytes_moved=128_000_000, passes=2, result_bytes_min=4_000_000,
               narrow_dtype=np.dtype(bool))
     found, *_ = derive_findings(ops, m, 20 * MS, roof, rewrite=None, peak_extra=None)
@@ -172,9 +173,51 @@ def test_a_gather_in_random_order_is_advised_on_its_order_not_on_branches(roof):
 def test_a_pool_emptied_by_the_byte_counts_leaves_no_rounding_behind(roof):
     """Extra passes carved out all of the memory-bound time: what the subtraction leaves
     (4e-17 of it) is not a minor finding 'memory-bound (4.3e-15%)'."""
-    ops = [op("a", 10, [probe("cache", 1, 0.2)]), op("b", 3, [probe("cache", 1, 0.2)]),
-           op("c", 7, [probe("cache", 1, 0.2)])]
+    ops = [op(name, ms, [probe("cache", 1, 0.2)], needed=0)  # every byte beyond one pass
+           for name, ms in (("a", 10), ("b", 3), ("c", 7))]
     found, _, minor, _ = derive_findings(ops, model(bytes_moved=10_000_000_000, passes=3),
                                          20 * MS, roof, rewrite=None, peak_extra=None)
     assert [f.kind for f in found] == ["extra-passes"]
     assert not minor
+
+
+def test_extra_passes_never_claim_more_than_the_operations_they_are_drawn_from(roof):
+    """pipeline before the fix: 'about 3.82 s' of extra passes in a 536 ms program, the extra
+    bytes of the whole statement priced at the rate of the few operations that were memory
+    -bound. Here one memory-bound operation (10 ms, 64 MB) and an argsort no rule explains
+    (500 ms, 640 MB); the statement moves 640 MB beyond its input and result, which at the
+    6.4 GB/s of the memory-bound operation would be 100 ms. The finding may claim at most what
+    that operation's extra bytes are of its 10 ms, and the seconds its sentence gives are its
+    share."""
+    from chokepoint.measure.timer import format_seconds
+
+    ewise = op("np.subtract(table, mu)", 10, [probe("cache", 1.0, 0.2)], needed=16_000_000)
+    sort = op("np.argsort(kk)", 500, nbytes=640_000_000, needed=640_000_000)
+    m = model(bytes_moved=704_000_000, passes=2)
+    found, *_ = derive_findings([ewise, sort], m, 0.51, roof, rewrite=None, peak_extra=None)
+    passes = next(f for f in found if f.kind == "extra-passes")
+    # 48 of its 64 MB are beyond one pass: 7.5 ms of its 10 ms
+    assert abs(passes.share * 0.51 - 7.5 * MS) < 1e-9
+    assert f"of which {format_seconds(7.5 * MS)} is" in passes.evidence
+    assert f"took {format_seconds(10 * MS)}" in passes.evidence
+    assert "about" not in passes.evidence
+
+
+def test_one_cause_probed_twice_on_an_operation_is_counted_once(roof):
+    """np.add(t90, t91) in the stencil: 1.34 ms -> 0.92 with constant inputs, 1.27 -> 0.91
+    sorted. Both measure the values; their savings summed (0.78 ms) claimed 89% of the
+    0.88 ms operation where each probe measured about 30%."""
+    a = op("np.add(t90, t91)", 0.88, [probe("constant", 1.34, 0.92), probe("sorted", 1.27, 0.91)])
+    cause = data_dependent_rule([a], Ledger([a]), model(), roof)
+    assert len(cause.facts) == 2
+    # the larger fraction (0.42 / 1.34) of the operation's own 0.88 ms
+    assert abs(cause.seconds[0] - 0.88 * MS * 0.42 / 1.34) < 1e-12
+
+
+def test_a_probe_claims_its_fraction_of_the_operations_measured_time(roof):
+    """The probe's base ran at 20 ms where the operation measured 10: what the change saved
+    (10 of 20 ms) is half the operation, 5 ms, not 10."""
+    a = op("G[t1] = 0", 10, [probe("sorted", 20, 10)])
+    cause = data_dependent_rule([a], Ledger([a]), model(), roof)
+    assert abs(cause.seconds[0] - 5 * MS) < 1e-12
+

@@ -132,3 +132,24 @@ def test_an_operation_explained_in_part_is_listed_with_what_is_left():
     e.op_unexplained[2] = 0.0866
     text = explanation_text(e, width=400)
     assert ("t11 = zk[order] (pipeline.py:18, 86.6 ms of 108 ms, 22%)" in text), text
+
+
+def test_a_loop_is_given_the_floor_of_one_pass_per_step():
+    """Ten stencil steps: the floor reads the grid once and writes it once (16.8 MB, 853 us),
+    which no program doing the ten steps reaches; one pass per step (184 MB) is the floor the
+    author reaches by fusing each step, and the report gives it beside the other."""
+    from chokepoint.report.text import floor_text
+
+    model = SimpleNamespace(bytes_moved=1_771_500_000, bytes_min=16_800_000,
+                            bytes_inputs=8_400_000, result_bytes=8_400_000)
+    e = Explanation(statement="diffuse(u)", setup="", median_s=74e-3, iqr_s=1e-3,
+                    floor_s=853e-6, model=model, ops=[], findings=[], ruled_out=[],
+                    machine=MACHINE, floor={"memory_s": 533e-6, "compute_s": 853e-6,
+                                            "flops": 73_100_000, "bound": "compute",
+                                            "one_pass_bytes": 184_200_000,
+                                            "one_pass_s": 5.86e-3})
+    text = floor_text(e)
+    assert "86.8x above it; one pass per step (the same steps fused" in text
+    assert "moves 184.2 MB: 5.86 ms, 12.6x above it" in text
+    e.floor["one_pass_bytes"] = 16_800_000  # an expression: nothing to add
+    assert "one pass per step" not in floor_text(e)

@@ -168,7 +168,8 @@ def _op_dtype(op) -> str:
     return str(op.inputs[0].dtype) if op.inputs else "float64"
 
 
-def _probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeSettings):
+def _probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeSettings,
+                      model: Model):
     """Time every traced operation, and probe those that matter: the JSON rows, each row's
     element count (for the roofline chart) and the evidence for the findings."""
     measured: dict[int, tuple[float, dict]] = {}
@@ -189,7 +190,8 @@ def _probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeS
             measured[id(op)] = (m.median, {})
     known = sum(seconds for seconds, _ in measured.values())
     rows, elements, evidence = [], [], []
-    for op in tr.ops:
+    needed = model.op_needed or [None] * len(tr.ops)
+    for op, op_needed in zip(tr.ops, needed, strict=True):
         if op.is_view:
             seconds, probes = 0.0, {}
         elif op.func is None:  # opaque: what the traced operations do not account for
@@ -212,7 +214,7 @@ def _probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeS
                 label=op.label, seconds=seconds, in_bytes=op.in_bytes, out_bytes=op.out_bytes,
                 allocates=op.allocates, produces_result=produces, probes=probes,
                 flops=op.flops, gemm=op.gemm, dtype=_op_dtype(op), source=op.source,
-                conversion=op.name == "ndarray.astype"))
+                conversion=op.name == "ndarray.astype", needed=op_needed))
     return rows, elements, evidence
 
 
@@ -293,8 +295,15 @@ def _floor(tr, model: Model, roof: Roofline) -> dict:
                               max(roof.compute, roof.gemm_ceiling(_op_dtype(op))))
                   for op in tr.ops if op.flops and not op.is_view)
     memory = roof.floor_seconds(model.bytes_min)
-    return {"memory_s": memory, "compute_s": compute, "flops": sum(op.flops for op in tr.ops),
-            "bound": "compute" if compute > memory else "memory"}
+    floor = {"memory_s": memory, "compute_s": compute, "flops": sum(op.flops for op in tr.ops),
+             "bound": "compute" if compute > memory else "memory"}
+    if model.bytes_one_pass:
+        # what the same steps move fused (a loop rewriting an array reads and writes it once
+        # per step): the floor of the program as written, where the memory floor is that of
+        # any program with these inputs and result
+        floor["one_pass_bytes"] = model.bytes_one_pass
+        floor["one_pass_s"] = roof.floor_seconds(model.bytes_one_pass)
+    return floor
 
 
 def _measured_rewrite(statement: Statement, namespace, inputs, result, total: float,
@@ -478,7 +487,8 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
 
     # 4. probe each operation; 5. a rewrite with the same values, measured
     result = tr.result if isinstance(tr.result, np.ndarray) else None
-    rows, elements, evidence = _probe_operations(tr, result, timing.median, roof, settings)
+    rows, elements, evidence = _probe_operations(tr, result, timing.median, roof, settings,
+                                                  model)
     rewrite, suggestion = _measured_rewrite(stmt, ns, inputs, result, timing.median, roof,
                                             min_time, tr)
 

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..measure.timer import format_seconds
-from .words import race_note
+from .words import STEPS, race_note
 
 __all__ = ["escape_markup", "explanation_text", "floor_text", "format_seconds", "line_rate",
            "lines_table", "plain", "race_table", "race_text", "ratio_text", "ratio_words",
@@ -153,6 +153,21 @@ def floor_text(e) -> str:
         text += f": floor {format_seconds(e.floor_s)}"
     if e.floor_s:
         text += f", {e.median_s / e.floor_s:.1f}x above it"
+    return text + _steps_text(e, floor)
+
+
+def _steps_text(e, floor: dict) -> str:
+    """For a program that reads arrays again after it changes them (a loop rewriting the same
+    arrays each step), what one pass per step moves and takes: a floor its author can reach by
+    fusing each step, where the floor above assumes every array read once."""
+    model = getattr(e, "model", None)
+    one_pass = floor.get("one_pass_bytes")
+    if not one_pass or model is None or one_pass <= model.bytes_inputs + model.result_bytes:
+        return ""
+    seconds = floor.get("one_pass_s", 0.0)
+    text = f"; one pass per step ({STEPS}) moves {_mb(one_pass)}: {format_seconds(seconds)}"
+    if seconds:
+        text += f", {e.median_s / seconds:.1f}x above it"
     return text
 
 

@@ -12,6 +12,9 @@ from ..measure.timer import format_seconds
 
 __all__ = ["Context", "evidence", "race_note", "ruled_out", "suggestion", "untimed_temporaries"]
 
+#: what "one pass per step" means, where a program reads an array again after changing it
+STEPS = ("the same steps fused: each array read once each time it changes, written once when "
+         "its value is needed")
 #: evidence lists at most this many operations, then says how many more
 SHOWN = 4
 
@@ -84,18 +87,31 @@ def _fact(kind: str, f: dict, c: Context) -> str:
         return (f"{f['calls']} call(s) at {_ms(f['per_call_s'])} each on one element: "
                 f"{100 * f['seconds'] / f['total_s']:.2g}% of {_ms(f['total_s'])}")
     if kind == "extra-passes":
-        return (f"{f['passes']} passes move {_mb(f['moved'])}; one pass over the same inputs and "
-                f"result moves {_mb(f['one_pass'])} ({_mb(f['extra'])} more, about "
-                f"{_ms(f['extra'] / f['rate'])} at the {f['rate'] / 1e9:.1f} GB/s these "
-                "operations reached)" if f.get("rate") else
-                f"{f['passes']} operations but no bytes beyond one pass (views and scalars)")
+        return _passes(f)
     if kind == "wide-output":
         wasted = f["result"] - f["needed"]
         return (f"the result is {_mb(f['result'])}, but its values fit in {f['dtype']} "
-                f"({_mb(f['needed'])}): {_mb(wasted)} written for nothing, about "
-                f"{_ms(wasted / f['rate'])} at {f['rate'] / 1e9:.1f} GB/s")
+                f"({_mb(f['needed'])}): {_mb(wasted)} written for nothing, "
+                f"{_ms(f.get('seconds', 0.0))} of the {_ms(f.get('pool_s', 0.0))} the "
+                "operations writing it took (their bytes' part of it)")
     what = _PROBE_WHAT.get(f.get("probe", ""), f.get("detail", "the change"))
     return _compared(f, what)
+
+
+def _passes(f: dict) -> str:
+    """Extra passes: the bytes beyond one pass (per step, for a loop), and the seconds they
+    are of the time of the operations that move them, never more than that time."""
+    one = (f"one pass per step ({STEPS})" if f.get("steps") else
+           "one pass over the same inputs and result")
+    head = f"{f['passes']} passes move {_mb(f['moved'])}; {one} moves {_mb(f['one_pass'])}"
+    if f["extra"] <= 0:
+        return f"{f['passes']} operations but no bytes beyond one pass (views and scalars)"
+    if not f.get("seconds"):
+        return (f"{head} ({_mb(f['extra'])} more), but no memory- or compute-bound elementwise "
+                "operation moves them: not priced")
+    return (f"{head} ({_mb(f['extra'])} more); the memory- and compute-bound elementwise "
+            f"operations took {_ms(f['pool_s'])}, of which {_ms(f['seconds'])} is their "
+            f"{_mb(f['priced'])} beyond one pass")
 
 
 def _weight(f: dict) -> float:
@@ -113,7 +129,7 @@ def ruled_out(kind: str, fact: dict, c: Context) -> str:
     if kind == "overhead":
         return _fact(kind, fact, c)
     if kind == "extra-passes":
-        return _fact(kind, {**fact, "rate": 0}, c)
+        return _passes({**fact, "seconds": 0.0})
     return _fact(kind, fact, c) + " (no significant difference)"
 
 
