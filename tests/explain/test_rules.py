@@ -221,3 +221,42 @@ def test_a_probe_claims_its_fraction_of_the_operations_measured_time(roof):
     cause = data_dependent_rule([a], Ledger([a]), model(), roof)
     assert abs(cause.seconds[0] - 5 * MS) < 1e-12
 
+
+def test_a_line_lumped_in_with_matrix_products_keeps_its_measured_rewrite(roof):
+    """mlp: compute-bound (81%) holds two matrix products and np.where(z1 > 0, da1, 0) (1.1 ms
+    of ~10), whose rewrite chokepoint.relu_backward was measured 32x faster. The finding's
+    advice was the products' alone; the one change measured to save time must be in it."""
+    gemm = op("np.matmul(X, W1)", 8, flops=1_074_000_000, gemm=True, dtype="float32",
+              nbytes=6_300_000, source="net.py:35")
+    where = op("np.where(t20, da1, 0)", 1.1, [probe("cache", 1.0, 0.7)], nbytes=2_400_000,
+               source="net.py:47")
+    rewrites = [{"source": "net.py:47", "statement": "chokepoint.relu_backward(da1, z1)",
+                 "speedup": 32.0, "replaces": "np.where(z1 > 0, da1, 0)",
+                 "saved_s": 1.07 * MS, "share": 0.107}]
+    found, *_ = derive_findings([gemm, where], model(), 10 * MS, roof, rewrite=None,
+                                peak_extra=None, line_rewrites=rewrites)
+    compute = next(f for f in found if f.kind == "compute-bound")
+    assert compute.suggestion.startswith("fewer flops")
+    assert ("chokepoint.relu_backward(da1, z1) at net.py:47 (measured 32.0x faster than "
+            "np.where(z1 > 0, da1, 0), same values, saves about 1.07 ms here (11% of the "
+            "time))") in compute.suggestion
+
+
+def test_a_rewrite_saves_what_it_saved_per_call_times_the_calls_within_its_line():
+    from types import SimpleNamespace
+
+    from chokepoint.explain.api import _rewrite_savings
+
+    rows = [{"source": "net.py:47", "time_s": 1.1 * MS}, {"source": "net.py:35", "time_s": 8 * MS},
+            {"source": "loop.py:3", "time_s": 2 * MS}]
+    tr = SimpleNamespace(line_runs={("net.py", 47): 1, ("loop.py", 3): 10})
+    once = {"source": "net.py:47", "original_s": 1.1 * MS, "measured_s": 0.034 * MS}
+    # a loop: 0.15 ms saved per call, ten calls, but the line took 2 ms in all
+    loop = {"source": "loop.py:3", "original_s": 0.2 * MS, "measured_s": 0.05 * MS}
+    _rewrite_savings(tr, rows, [once, loop], 10 * MS)
+    assert abs(once["saved_s"] - 1.066 * MS) < 1e-12 and once["runs"] == 1
+    assert abs(loop["saved_s"] - 1.5 * MS) < 1e-12 and loop["runs"] == 10
+    assert abs(loop["share"] - 1.5 / 11.1) < 1e-12  # of the operations' 11.1 ms
+    loop.update(original_s=1 * MS)  # 0.95 ms a call, ten calls: no more than the line's 2 ms
+    _rewrite_savings(tr, rows, [loop], 10 * MS)
+    assert loop["saved_s"] == 2 * MS

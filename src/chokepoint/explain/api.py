@@ -219,8 +219,10 @@ def _probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeS
 
 
 def _line_rows(tr, rows: list[dict], causes: list[str | None], total: float,
-               roof: Roofline) -> list[dict]:
-    """The operations summed per line of the user's code, in the order the lines first ran."""
+               roof: Roofline, rewrites: list[dict] | None = None) -> list[dict]:
+    """The operations summed per line of the user's code, in the order the lines first ran;
+    a line with a measured rewrite carries it (``rewrite``: the kernel call, its speed-up and
+    the time it saves here), whatever the line's cause."""
     lines: dict[str, dict] = {}
     timed = iter(causes)
     for op, row in zip(tr.ops, rows, strict=True):
@@ -251,8 +253,29 @@ def _line_rows(tr, rows: list[dict], causes: list[str | None], total: float,
         line["gbps"] = line["bytes"] / seconds / 1e9 if seconds > 0 else 0.0
         line["gflops"] = line["flops"] / seconds / 1e9 if seconds > 0 else 0.0
         line["ceiling_fraction"] = line.pop("ceiling_s") / seconds if seconds > 0 else 0.0
+        found = [r for r in rewrites or [] if r["source"] == line["source"]]
+        if found:
+            best = max(found, key=lambda r: r.get("saved_s", 0.0))
+            line["rewrite"] = {key: best[key] for key in (
+                "statement", "replaces", "speedup", "saved_s", "share") if key in best}
         out.append(line)
     return out
+
+
+def _rewrite_savings(tr, rows: list[dict], rewrites: list[dict], total: float) -> None:
+    """Each measured rewrite of a line with the time it saves in this program: what it saved
+    per call, times the calls (the times the line ran), never more than the line's measured
+    time; and that as a share of the time (``saved_s``, ``share``, ``runs``, in place)."""
+    times: dict[str, float] = {}
+    for row in rows:
+        times[row["source"]] = times.get(row["source"], 0.0) + row["time_s"]
+    scale = max(total, sum(row["time_s"] for row in rows)) or 1.0
+    for r in rewrites:
+        filename, _, line = r["source"].rpartition(":")
+        runs = max(1, tr.line_runs.get((filename, int(line)), 1)) if line.isdigit() else 1
+        saved = min(times.get(r["source"], 0.0),
+                    runs * max(0.0, r["original_s"] - r["measured_s"]))
+        r.update(runs=runs, saved_s=saved, share=saved / scale)
 
 
 def _checked_ceilings(evidence: list[OpEvidence], roof: Roofline,
@@ -496,6 +519,7 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
     warned.extend(stale)
     captures = [c for c in tr.lines if not (stmt.is_expression and c.filename == stmt.filename)]
     in_lines = line_rewrites(captures, min_time=settings.min_time)
+    _rewrite_savings(tr, rows, in_lines, timing.median)
     findings, ruled, minor, causes = derive_findings(
         evidence, model, timing.median, roof, rewrite=suggestion, peak_extra=peak_extra,
         line_rewrites=in_lines)
@@ -516,5 +540,5 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
                        machine=machine, rewrite=rewrite, warnings=warned, runs=runs,
                        op_elements=elements,
                        op_unexplained=op_unexplained,
-                       lines=_line_rows(tr, rows, causes, timing.median, roof),
+                       lines=_line_rows(tr, rows, causes, timing.median, roof, in_lines),
                        minor=minor, floor=floor, line_rewrites=in_lines)

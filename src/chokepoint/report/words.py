@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from ..measure.stats import TARGET_PRECISION
 from ..measure.timer import format_seconds
 
-__all__ = ["Context", "evidence", "race_note", "ruled_out", "suggestion", "untimed_temporaries"]
+__all__ = ["Context", "evidence", "line_rewrite", "race_note", "ruled_out", "suggestion",
+           "untimed_temporaries"]
 
 #: what "one pass per step" means, where a program reads an array again after changing it
 STEPS = ("the same steps fused: each array read once each time it changes, written once when "
@@ -139,22 +140,35 @@ def untimed_temporaries(model) -> str:
             "cost not measured")
 
 
-def _line_rewrite(cause, c: Context) -> str | None:
-    """The measured rewrite of a line this finding is about, as advice."""
+def line_rewrite(r: dict) -> str:
+    """A measured rewrite of a line: the kernel call, where, how much faster than the code it
+    replaces, and the time it saves in this program when that was measured."""
+    where = r["source"].rsplit("/", 1)[-1]
+    saves = (f", saves about {_ms(r['saved_s'])} here ({100 * r['share']:.0f}% of the time)"
+             if r.get("saved_s") else "")
+    return (f"{r['statement']} at {where} (measured {r['speedup']:.1f}x faster than "
+            f"{r['replaces']}, same values{saves})")
+
+
+def _line_rewrites(cause, c: Context) -> list[str]:
+    """The measured rewrites of the lines this finding is about, the largest saving first."""
     sources = {f.get("source") for f in cause.facts}
-    for r in c.line_rewrites:
-        if r["source"] in sources:
-            where = r["source"].rsplit("/", 1)[-1]
-            return (f"{r['statement']} at {where} (measured {r['speedup']:.1f}x faster than "
-                    f"{r['replaces']}, same values)")
-    return None
+    found = [r for r in c.line_rewrites if r["source"] in sources]
+    found.sort(key=lambda r: r.get("saved_s", 0.0), reverse=True)
+    return [line_rewrite(r) for r in found]
 
 
 def suggestion(cause, c: Context) -> str:
-    """What to do about a finding: the measured rewrite of its line when there is one."""
-    if cause.kind not in ("compute-bound",) and (found := _line_rewrite(cause, c)):
-        return found
-    return _advice(cause, c)
+    """What to do about a finding: the measured rewrites of its lines when there are some.
+    A matrix product's advice stays first when the finding holds one: a rewrite of a line the
+    finding also holds comes after it, never left out (the finding lumps that line in with the
+    products, and the rewrite is the one change measured to save time)."""
+    found = _line_rewrites(cause, c)
+    if not found:
+        return _advice(cause, c)
+    if cause.kind == "compute-bound" and any(f.get("gemm") for f in cause.facts):
+        return f"{_advice(cause, c)}; measured: " + "; ".join(found)
+    return "; ".join(found)
 
 
 def _advice(cause, c: Context) -> str:
