@@ -104,10 +104,15 @@ PROGRAMS = {
 }
 
 
+def scale(e) -> float:
+    """What the shares are fractions of: the larger of the time and the operations' sum."""
+    return max(e.median_s, sum(op["time_s"] for op in e.ops))
+
+
 def main(names: list[str]) -> int:
     from chokepoint.explain import explain
     from chokepoint.measure.roofline import roofline
-    from chokepoint.report.text import short_source, unexplained_text
+    from chokepoint.report.text import floor_text, short_source, unexplained_text
 
     roof = roofline()
     for name in names or PROGRAMS:
@@ -120,14 +125,21 @@ def main(names: list[str]) -> int:
         findings = ", ".join(f"{f.kind} {100 * f.share:.0f}%" for f in e.findings)
         slowest = max(e.lines, key=lambda line: line["time_s"])
         head = e.findings[0] if e.findings else None
+        rewrites = "; ".join(
+            f"{short_source(r['source'])} {r['statement']} ({r['speedup']:.1f}x, saves "
+            f"{r.get('saved_s', 0) * 1e3:.2f} ms)" for r in e.line_rewrites)
         print(f"{name}: {statement}\n  {e.median_s * 1e3:.1f} ms, floor {e.floor_s * 1e3:.2f} ms;"
               f" explained in {wall:.1f} s\n  findings: {findings or 'none'}\n"
               f"  headline advice: {head.suggestion if head else '-'}\n"
               f"  slowest line: {short_source(slowest['source'])} {slowest['code']} "
               f"{slowest['time_s'] * 1e3:.2f} ms ({100 * slowest['share']:.0f}%, "
               f"{slowest['cause']})\n  {unexplained_text(e) or 'all explained'}\n"
-              f"  line rewrites: {'; '.join(r['statement'] for r in e.line_rewrites) or 'none'}",
+              f"  line rewrites: {rewrites or 'none'}\n  {floor_text(e).strip()}",
               flush=True)
+        for f in e.findings:
+            if f.kind in ("extra-passes", "wide-output"):
+                print(f"  {f.kind} ({100 * f.share:.0f}%, {f.share * scale(e) * 1e3:.2f} ms): "
+                      f"{f.evidence}", flush=True)
     return 0
 
 

@@ -27,9 +27,9 @@ def probe(name, base_ms, changed_ms, spread=0.01, detail="made up"):
                  detail)
 
 
-def op(label, ms, probes=(), nbytes=64_000_000, **kw):
+def op(label, ms, probes=(), nbytes=64_000_000, produces_result=False, **kw):
     return OpEvidence(label=label, seconds=ms * MS, in_bytes=nbytes // 2,
-                      out_bytes=nbytes // 2, allocates=True, produces_result=False,
+                      out_bytes=nbytes // 2, allocates=True, produces_result=produces_result,
                       probes={p.name: p for p in probes}, **kw)
 
 
@@ -124,7 +124,8 @@ def test_a_product_far_below_both_ceilings_is_not_memory_bound(roof):
 
 
 def test_extra_passes_and_wide_output_come_out_of_the_memory_time(roof):
-    ops = [op("clip", 10, [probe("cache", 1.0, 0.2)]), op("ceil", 10, [probe("cache", 1.0, 0.2)])]
+    ops = [op("clip", 10, [probe("cache", 1.0, 0.2)]),
+           op("ceil", 10, [probe("cache", 1.0, 0.2)], produces_result=True)]
     m = model(bytes_moved=128_000_000, passes=2, result_bytes_min=4_000_000,
               narrow_dtype=np.dtype(bool))
     found, *_ = derive_findings(ops, m, 20 * MS, roof, rewrite=None, peak_extra=None)
@@ -172,9 +173,90 @@ def test_a_gather_in_random_order_is_advised_on_its_order_not_on_branches(roof):
 def test_a_pool_emptied_by_the_byte_counts_leaves_no_rounding_behind(roof):
     """Extra passes carved out all of the memory-bound time: what the subtraction leaves
     (4e-17 of it) is not a minor finding 'memory-bound (4.3e-15%)'."""
-    ops = [op("a", 10, [probe("cache", 1, 0.2)]), op("b", 3, [probe("cache", 1, 0.2)]),
-           op("c", 7, [probe("cache", 1, 0.2)])]
+    ops = [op(name, ms, [probe("cache", 1, 0.2)], needed=0)  # every byte beyond one pass
+           for name, ms in (("a", 10), ("b", 3), ("c", 7))]
     found, _, minor, _ = derive_findings(ops, model(bytes_moved=10_000_000_000, passes=3),
                                          20 * MS, roof, rewrite=None, peak_extra=None)
     assert [f.kind for f in found] == ["extra-passes"]
     assert not minor
+
+
+def test_extra_passes_never_claim_more_than_the_operations_they_are_drawn_from(roof):
+    """pipeline before the fix: 'about 3.82 s' of extra passes in a 536 ms program, the extra
+    bytes of the whole statement priced at the rate of the few operations that were memory
+    -bound. Here one memory-bound operation (10 ms, 64 MB) and an argsort no rule explains
+    (500 ms, 640 MB); the statement moves 640 MB beyond its input and result, which at the
+    6.4 GB/s of the memory-bound operation would be 100 ms. The finding may claim at most what
+    that operation's extra bytes are of its 10 ms, and the seconds its sentence gives are its
+    share."""
+    from chokepoint.measure.timer import format_seconds
+
+    ewise = op("np.subtract(table, mu)", 10, [probe("cache", 1.0, 0.2)], needed=16_000_000)
+    sort = op("np.argsort(kk)", 500, nbytes=640_000_000, needed=640_000_000)
+    m = model(bytes_moved=704_000_000, passes=2)
+    found, *_ = derive_findings([ewise, sort], m, 0.51, roof, rewrite=None, peak_extra=None)
+    passes = next(f for f in found if f.kind == "extra-passes")
+    # 48 of its 64 MB are beyond one pass: 7.5 ms of its 10 ms
+    assert abs(passes.share * 0.51 - 7.5 * MS) < 1e-9
+    assert f"of which {format_seconds(7.5 * MS)} is" in passes.evidence
+    assert f"took {format_seconds(10 * MS)}" in passes.evidence
+    assert "about" not in passes.evidence
+
+
+def test_one_cause_probed_twice_on_an_operation_is_counted_once(roof):
+    """np.add(t90, t91) in the stencil: 1.34 ms -> 0.92 with constant inputs, 1.27 -> 0.91
+    sorted. Both measure the values; their savings summed (0.78 ms) claimed 89% of the
+    0.88 ms operation where each probe measured about 30%."""
+    a = op("np.add(t90, t91)", 0.88, [probe("constant", 1.34, 0.92), probe("sorted", 1.27, 0.91)])
+    cause = data_dependent_rule([a], Ledger([a]), model(), roof)
+    assert len(cause.facts) == 2
+    # the larger fraction (0.42 / 1.34) of the operation's own 0.88 ms
+    assert abs(cause.seconds[0] - 0.88 * MS * 0.42 / 1.34) < 1e-12
+
+
+def test_a_probe_claims_its_fraction_of_the_operations_measured_time(roof):
+    """The probe's base ran at 20 ms where the operation measured 10: what the change saved
+    (10 of 20 ms) is half the operation, 5 ms, not 10."""
+    a = op("G[t1] = 0", 10, [probe("sorted", 20, 10)])
+    cause = data_dependent_rule([a], Ledger([a]), model(), roof)
+    assert abs(cause.seconds[0] - 5 * MS) < 1e-12
+
+
+def test_a_line_lumped_in_with_matrix_products_keeps_its_measured_rewrite(roof):
+    """mlp: compute-bound (81%) holds two matrix products and np.where(z1 > 0, da1, 0) (1.1 ms
+    of ~10), whose rewrite chokepoint.relu_backward was measured 32x faster. The finding's
+    advice was the products' alone; the one change measured to save time must be in it."""
+    gemm = op("np.matmul(X, W1)", 8, flops=1_074_000_000, gemm=True, dtype="float32",
+              nbytes=6_300_000, source="net.py:35")
+    where = op("np.where(t20, da1, 0)", 1.1, [probe("cache", 1.0, 0.7)], nbytes=2_400_000,
+               source="net.py:47")
+    rewrites = [{"source": "net.py:47", "statement": "chokepoint.relu_backward(da1, z1)",
+                 "speedup": 32.0, "replaces": "np.where(z1 > 0, da1, 0)",
+                 "saved_s": 1.07 * MS, "share": 0.107}]
+    found, *_ = derive_findings([gemm, where], model(), 10 * MS, roof, rewrite=None,
+                                peak_extra=None, line_rewrites=rewrites)
+    compute = next(f for f in found if f.kind == "compute-bound")
+    assert compute.suggestion.startswith("fewer flops")
+    assert ("chokepoint.relu_backward(da1, z1) at net.py:47 (measured 32.0x faster than "
+            "np.where(z1 > 0, da1, 0), same values, saves about 1.07 ms here (11% of the "
+            "time))") in compute.suggestion
+
+
+def test_a_rewrite_saves_what_it_saved_per_call_times_the_calls_within_its_line():
+    from types import SimpleNamespace
+
+    from chokepoint.explain.api import _rewrite_savings
+
+    rows = [{"source": "net.py:47", "time_s": 1.1 * MS}, {"source": "net.py:35", "time_s": 8 * MS},
+            {"source": "loop.py:3", "time_s": 2 * MS}]
+    tr = SimpleNamespace(line_runs={("net.py", 47): 1, ("loop.py", 3): 10})
+    once = {"source": "net.py:47", "original_s": 1.1 * MS, "measured_s": 0.034 * MS}
+    # a loop: 0.15 ms saved per call, ten calls, but the line took 2 ms in all
+    loop = {"source": "loop.py:3", "original_s": 0.2 * MS, "measured_s": 0.05 * MS}
+    _rewrite_savings(tr, rows, [once, loop], 10 * MS)
+    assert abs(once["saved_s"] - 1.066 * MS) < 1e-12 and once["runs"] == 1
+    assert abs(loop["saved_s"] - 1.5 * MS) < 1e-12 and loop["runs"] == 10
+    assert abs(loop["share"] - 1.5 / 11.1) < 1e-12  # of the operations' 11.1 ms
+    loop.update(original_s=1 * MS)  # 0.95 ms a call, ten calls: no more than the line's 2 ms
+    _rewrite_savings(tr, rows, [loop], 10 * MS)
+    assert loop["saved_s"] == 2 * MS

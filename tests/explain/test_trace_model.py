@@ -162,3 +162,51 @@ def test_elementwise_functions_keep_their_probes():
         op = tr.ops[-1]
         _, probes = probe_op(op, ProbeSettings(min_time=1e-4, repeats=3))
         assert {"cache", "constant"} <= {p.name for p in probes}, statement
+
+
+def _diffuse(u, steps=3, alpha=0.1):
+    u = u.copy()
+    for _ in range(steps):
+        lap = (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]
+               - 4 * u[1:-1, 1:-1])
+        u[1:-1, 1:-1] += alpha * lap
+    return u
+
+
+def test_one_pass_of_a_stencil_loop_is_one_read_and_one_write_of_the_grid_per_step():
+    """Three steps of a 5-point stencil: u is read through five shifted slices and rewritten
+    each step, with six temporaries in between. One pass per step reads u once and writes its
+    interior once (the temporaries stay in registers, the slice's assignment to itself too);
+    one pass over the program's input and result (the old count) cannot be reached by any
+    program that does these steps, and priced every step's own traffic as extra."""
+    u = np.random.default_rng(0).random((64, 64))
+    tr = trace("_diffuse(u)", {"np": np, "_diffuse": _diffuse, "u": u}, ["u"])
+    model = build_model(tr, {"u": u})
+    interior = 62 * 62 * 8
+    # the copy reads u and writes it; then per step: u read once, its interior written once
+    assert model.bytes_one_pass == 2 * u.nbytes + 3 * (u.nbytes + interior)
+    assert model.bytes_inputs + model.result_bytes < model.bytes_one_pass < model.bytes_moved
+    assert len(model.op_needed) == len(tr.ops)
+    temporaries = [n for op, n in zip(tr.ops, model.op_needed, strict=True)
+                   if not op.is_view and op.name in ("add", "subtract", "multiply")
+                   and op.kwargs.get("out") is None and n]
+    assert len(temporaries) == 3  # the first sum of each step reads u: the rest is extra
+
+
+def test_one_pass_of_an_expression_is_its_inputs_and_result():
+    X = np.random.default_rng(0).standard_normal(1000)
+    tr = _trace("np.ceil(np.clip(X, 0, 1))", X=X)
+    model = build_model(tr, {"X": X})
+    assert model.bytes_one_pass == model.bytes_inputs + model.result_bytes == 2 * X.nbytes
+
+
+def test_a_value_read_after_a_matrix_product_is_written_once():
+    """z is read element by element, but after a matrix product: a fused loop ends at the
+    product, so z must reach memory, and its later read counts."""
+    rng = np.random.default_rng(0)
+    X, W = rng.standard_normal((32, 16)), rng.standard_normal((16, 16))
+    tr = _trace("z = X + 1.0\na = z @ W\nr = np.where(z > 0, a, 0)", X=X, W=W)
+    needed = dict(zip((op.text for op in tr.ops), build_model(tr, {"X": X, "W": W}).op_needed,
+                      strict=True))
+    assert needed["t1 = np.add(X, 1.0)"] == X.nbytes + X.nbytes  # X read, z written
+    assert needed["t3 = np.greater(z, 0)"] == X.nbytes  # z read again after the product

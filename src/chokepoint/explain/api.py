@@ -168,7 +168,8 @@ def _op_dtype(op) -> str:
     return str(op.inputs[0].dtype) if op.inputs else "float64"
 
 
-def _probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeSettings):
+def _probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeSettings,
+                      model: Model):
     """Time every traced operation, and probe those that matter: the JSON rows, each row's
     element count (for the roofline chart) and the evidence for the findings."""
     measured: dict[int, tuple[float, dict]] = {}
@@ -189,7 +190,8 @@ def _probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeS
             measured[id(op)] = (m.median, {})
     known = sum(seconds for seconds, _ in measured.values())
     rows, elements, evidence = [], [], []
-    for op in tr.ops:
+    needed = model.op_needed or [None] * len(tr.ops)
+    for op, op_needed in zip(tr.ops, needed, strict=True):
         if op.is_view:
             seconds, probes = 0.0, {}
         elif op.func is None:  # opaque: what the traced operations do not account for
@@ -212,13 +214,15 @@ def _probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeS
                 label=op.label, seconds=seconds, in_bytes=op.in_bytes, out_bytes=op.out_bytes,
                 allocates=op.allocates, produces_result=produces, probes=probes,
                 flops=op.flops, gemm=op.gemm, dtype=_op_dtype(op), source=op.source,
-                conversion=op.name == "ndarray.astype"))
+                conversion=op.name == "ndarray.astype", needed=op_needed))
     return rows, elements, evidence
 
 
 def _line_rows(tr, rows: list[dict], causes: list[str | None], total: float,
-               roof: Roofline) -> list[dict]:
-    """The operations summed per line of the user's code, in the order the lines first ran."""
+               roof: Roofline, rewrites: list[dict] | None = None) -> list[dict]:
+    """The operations summed per line of the user's code, in the order the lines first ran;
+    a line with a measured rewrite carries it (``rewrite``: the kernel call, its speed-up and
+    the time it saves here), whatever the line's cause."""
     lines: dict[str, dict] = {}
     timed = iter(causes)
     for op, row in zip(tr.ops, rows, strict=True):
@@ -249,8 +253,29 @@ def _line_rows(tr, rows: list[dict], causes: list[str | None], total: float,
         line["gbps"] = line["bytes"] / seconds / 1e9 if seconds > 0 else 0.0
         line["gflops"] = line["flops"] / seconds / 1e9 if seconds > 0 else 0.0
         line["ceiling_fraction"] = line.pop("ceiling_s") / seconds if seconds > 0 else 0.0
+        found = [r for r in rewrites or [] if r["source"] == line["source"]]
+        if found:
+            best = max(found, key=lambda r: r.get("saved_s", 0.0))
+            line["rewrite"] = {key: best[key] for key in (
+                "statement", "replaces", "speedup", "saved_s", "share") if key in best}
         out.append(line)
     return out
+
+
+def _rewrite_savings(tr, rows: list[dict], rewrites: list[dict], total: float) -> None:
+    """Each measured rewrite of a line with the time it saves in this program: what it saved
+    per call, times the calls (the times the line ran), never more than the line's measured
+    time; and that as a share of the time (``saved_s``, ``share``, ``runs``, in place)."""
+    times: dict[str, float] = {}
+    for row in rows:
+        times[row["source"]] = times.get(row["source"], 0.0) + row["time_s"]
+    scale = max(total, sum(row["time_s"] for row in rows)) or 1.0
+    for r in rewrites:
+        filename, _, line = r["source"].rpartition(":")
+        runs = max(1, tr.line_runs.get((filename, int(line)), 1)) if line.isdigit() else 1
+        saved = min(times.get(r["source"], 0.0),
+                    runs * max(0.0, r["original_s"] - r["measured_s"]))
+        r.update(runs=runs, saved_s=saved, share=saved / scale)
 
 
 def _checked_ceilings(evidence: list[OpEvidence], roof: Roofline,
@@ -293,8 +318,15 @@ def _floor(tr, model: Model, roof: Roofline) -> dict:
                               max(roof.compute, roof.gemm_ceiling(_op_dtype(op))))
                   for op in tr.ops if op.flops and not op.is_view)
     memory = roof.floor_seconds(model.bytes_min)
-    return {"memory_s": memory, "compute_s": compute, "flops": sum(op.flops for op in tr.ops),
-            "bound": "compute" if compute > memory else "memory"}
+    floor = {"memory_s": memory, "compute_s": compute, "flops": sum(op.flops for op in tr.ops),
+             "bound": "compute" if compute > memory else "memory"}
+    if model.bytes_one_pass:
+        # what the same steps move fused (a loop rewriting an array reads and writes it once
+        # per step): the floor of the program as written, where the memory floor is that of
+        # any program with these inputs and result
+        floor["one_pass_bytes"] = model.bytes_one_pass
+        floor["one_pass_s"] = roof.floor_seconds(model.bytes_one_pass)
+    return floor
 
 
 def _measured_rewrite(statement: Statement, namespace, inputs, result, total: float,
@@ -478,7 +510,8 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
 
     # 4. probe each operation; 5. a rewrite with the same values, measured
     result = tr.result if isinstance(tr.result, np.ndarray) else None
-    rows, elements, evidence = _probe_operations(tr, result, timing.median, roof, settings)
+    rows, elements, evidence = _probe_operations(tr, result, timing.median, roof, settings,
+                                                  model)
     rewrite, suggestion = _measured_rewrite(stmt, ns, inputs, result, timing.median, roof,
                                             min_time, tr)
 
@@ -486,6 +519,7 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
     warned.extend(stale)
     captures = [c for c in tr.lines if not (stmt.is_expression and c.filename == stmt.filename)]
     in_lines = line_rewrites(captures, min_time=settings.min_time)
+    _rewrite_savings(tr, rows, in_lines, timing.median)
     findings, ruled, minor, causes = derive_findings(
         evidence, model, timing.median, roof, rewrite=suggestion, peak_extra=peak_extra,
         line_rewrites=in_lines)
@@ -506,5 +540,5 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
                        machine=machine, rewrite=rewrite, warnings=warned, runs=runs,
                        op_elements=elements,
                        op_unexplained=op_unexplained,
-                       lines=_line_rows(tr, rows, causes, timing.median, roof),
+                       lines=_line_rows(tr, rows, causes, timing.median, roof, in_lines),
                        minor=minor, floor=floor, line_rewrites=in_lines)

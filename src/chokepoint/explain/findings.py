@@ -83,6 +83,7 @@ class OpEvidence:
     source: str = ""
     conversion: bool = False  # an explicit astype: a pass whose whole point is converting
     unexplained: float = 0.0  # seconds no rule was handed (set by derive_findings)
+    needed: int | None = None  # its bytes one pass per step needs (None: not counted)
 
     @property
     def nbytes(self) -> int:
@@ -117,11 +118,22 @@ def _confirmed(p: Probe, fraction: float = 0.1) -> bool:
     return p.saved > 0 and p.significant(fraction)
 
 
+def _saved(op: OpEvidence, p: Probe) -> float:
+    """What the probe saved, as seconds of the operation's measured time: the fraction of its
+    own base that the change saved, times that time. The probe's base is another measurement
+    of the same call (slower when it ran into a busy moment): its seconds taken as they are
+    could claim more of the operation than the operation took."""
+    return op.seconds * p.saved / p.base.median if p.base.median > 0 else 0.0
+
+
 def _probe_rule(kind: str, names: tuple[str, ...], fraction: float = 0.1):
-    """A rule: the seconds the named probes saved, where they were significant."""
+    """A rule: what the named probes saved, where they were significant. Several probes of one
+    kind on one operation (constant and sorted values) measure the same cause twice: the
+    operation gives the largest of their savings, not their sum."""
     def rule(ops: list[OpEvidence], ledger: Ledger, model: Model, roof: Roofline) -> Cause:
         cause = Cause(kind)
         for i, op in enumerate(ops):
+            saved = 0.0
             for name in names:
                 p = op.probes.get(name)
                 if p is None:
@@ -131,11 +143,12 @@ def _probe_rule(kind: str, names: tuple[str, ...], fraction: float = 0.1):
                         "changed_s": p.changed.median, "detail": p.detail,
                         "into_out": p.into_out}
                 if _confirmed(p, fraction):
-                    taken = ledger.take(i, p.saved)
-                    cause.seconds[i] = cause.seconds.get(i, 0.0) + taken
+                    saved = max(saved, _saved(op, p))
                     cause.facts.append(fact)
                 else:
                     cause.ruled.append(fact)
+            if saved > 0:
+                cause.seconds[i] = ledger.take(i, saved)
         return cause
     return rule
 
@@ -161,7 +174,7 @@ def _split_out_rule(kind, ops, ledger, chosen) -> Cause:
         fact = {"op": op.label, "source": op.source, "base_s": p.base.median,
                 "changed_s": p.changed.median}
         if _confirmed(p):
-            cause.seconds[i] = ledger.take(i, p.saved)
+            cause.seconds[i] = ledger.take(i, _saved(op, p))
             cause.facts.append(fact)
         else:
             cause.ruled.append(fact)
@@ -261,12 +274,16 @@ RULES: tuple[Callable, ...] = (allocation_rule, temporaries_rule, data_dependent
                                overhead_rule, compute_rule, memory_rule)
 
 
-def _carve(pools: list[Cause], seconds: float) -> float:
-    """Take ``seconds`` out of the pools' time (in order, largest operations first)."""
+def _pooled(i: int, pools: list[Cause]) -> float:
+    return sum(pool.seconds.get(i, 0.0) for pool in pools)
+
+
+def _take(i: int, pools: list[Cause], seconds: float) -> float:
+    """Take ``seconds`` out of operation ``i``'s time in the pools (in order)."""
     taken = 0.0
     for pool in pools:
-        for i in sorted(pool.seconds, key=pool.seconds.get, reverse=True):
-            step = min(pool.seconds[i], seconds - taken)
+        step = min(pool.seconds.get(i, 0.0), seconds - taken)
+        if step > 0:
             pool.seconds[i] -= step
             taken += step
     return taken
@@ -274,44 +291,67 @@ def _carve(pools: list[Cause], seconds: float) -> float:
 
 def byte_causes(ops: list[OpEvidence], model: Model, memory: Cause,
                 compute: Cause) -> list[Cause]:
-    """Extra passes and a wide output, from the byte model, each at the rate the statement's
-    elementwise operations reached, carved out of their time: the memory-bound first, then
-    the compute-bound ones that are not matrix products (an extra pass costs its operation's
-    time whichever ceiling holds it)."""
+    """Extra passes and a wide output, from the byte model, carved out of the time of the
+    operations that move those bytes: the memory-bound time first, then the compute-bound time
+    of operations that are not matrix products (an extra pass costs its operation's time
+    whichever ceiling holds it).
+
+    Each operation gives the fraction of its pooled time that its extra bytes are of its bytes
+    (:attr:`OpEvidence.needed`: the bytes one pass per step needs of it, see
+    :func:`chokepoint.explain.model.one_pass_bytes`), so an estimate never exceeds the measured
+    time of the operations it is drawn from, and the seconds the sentence gives are the
+    seconds the share is."""
     elementwise = Cause("compute-bound",
                         seconds={i: t for i, t in compute.seconds.items() if not ops[i].gemm})
     pools = [memory, elementwise]
-    # the rate of the bytes themselves: over the time left once page faults, values and
-    # layout have had theirs
-    chosen = [i for pool in pools for i in pool.seconds]
-    seconds = sum(pool.seconds[i] for pool in pools for i in pool.seconds)
-    rate = sum(ops[i].nbytes for i in chosen) / seconds if seconds > 0 else 0.0
-    one_pass = model.bytes_inputs + model.result_bytes
-    extra = model.bytes_moved - one_pass
-    wasted = (model.result_bytes - model.result_bytes_min
-              if model.narrow_dtype is not None else 0)
-    need_passes = extra / rate if model.passes > 1 and extra > 0 and rate > 0 else 0.0
-    need_wide = wasted / rate if wasted > 0 and rate > 0 else 0.0
-    # both estimates come out of the same time: when it does not hold both, each gets its
-    # part of what there is
-    pool = sum(seconds for p in pools for seconds in p.seconds.values())
-    scale = min(1.0, pool / (need_passes + need_wide)) if need_passes + need_wide > 0 else 0.0
+    one_pass = model.bytes_one_pass or (model.bytes_inputs + model.result_bytes)
+    extra = max(0, model.bytes_moved - one_pass)
+    # without per-operation counts, each operation has the statement's fraction of extra bytes
+    fraction = extra / model.bytes_moved if model.bytes_moved > 0 else 0.0
+    wide = (1 - model.result_bytes_min / model.result_bytes
+            if model.narrow_dtype is not None and model.result_bytes > model.result_bytes_min
+            else 0.0)
+    chosen = sorted({i for pool in pools for i in pool.seconds})
+    pooled = {i: _pooled(i, pools) for i in chosen}
+    need_passes, need_wide, priced, wasted_priced, writers_s = {}, {}, 0.0, 0.0, 0.0
+    for i in chosen:
+        op = ops[i]
+        if op.nbytes <= 0 or pooled[i] <= 0:
+            continue
+        wasted = op.out_bytes * wide if op.produces_result else 0.0
+        surplus = (op.nbytes - op.needed if op.needed is not None
+                   else op.nbytes * fraction) if model.passes > 1 else 0.0
+        surplus = min(max(surplus, 0.0), op.nbytes - wasted)
+        need_passes[i] = pooled[i] * surplus / op.nbytes
+        need_wide[i] = pooled[i] * wasted / op.nbytes
+        priced += surplus
+        wasted_priced += wasted
+        writers_s += pooled[i] if wasted > 0 else 0.0
+    pool_s = sum(pooled.values())
     causes = []
     passes = Cause("extra-passes", extra={"passes": model.passes, "moved": model.bytes_moved,
-                                          "one_pass": one_pass, "extra": extra, "rate": rate})
-    if need_passes:
-        passes.extra["seconds"] = _carve(pools, need_passes * scale)
+                                          "one_pass": one_pass, "extra": extra,
+                                          "priced": priced, "pool_s": pool_s,
+                                          "steps": one_pass > model.bytes_inputs
+                                          + model.result_bytes})
+    seconds = sum(_take(i, pools, t) for i, t in need_passes.items() if t > 0)
+    if seconds > 0:
+        passes.extra["seconds"] = seconds
+        passes.seconds = {i: t for i, t in need_passes.items() if t > 0}
         passes.facts.append(passes.extra)
     elif model.passes > 1:
         passes.ruled.append(passes.extra)
     causes.append(passes)
-    if need_wide:
-        wide = Cause("wide-output", extra={"result": model.result_bytes,
-                                           "needed": model.result_bytes_min,
-                                           "dtype": str(model.narrow_dtype), "rate": rate})
-        wide.extra["seconds"] = _carve(pools, need_wide * scale)
-        wide.facts.append(wide.extra)
-        causes.append(wide)
+    seconds = sum(_take(i, pools, t) for i, t in need_wide.items() if t > 0)
+    if seconds > 0:
+        cause = Cause("wide-output", extra={"result": model.result_bytes,
+                                            "needed": model.result_bytes_min,
+                                            "dtype": str(model.narrow_dtype),
+                                            "priced": wasted_priced, "seconds": seconds,
+                                            "pool_s": writers_s})
+        cause.seconds = {i: t for i, t in need_wide.items() if t > 0}
+        cause.facts.append(cause.extra)
+        causes.append(cause)
     for i, t in elementwise.seconds.items():  # hand the carved time back
         compute.seconds[i] = t
     return causes

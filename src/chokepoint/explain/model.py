@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .trace import Trace
+from .probes import WHOLE_ARRAY
+from .trace import Op, Trace
 
-__all__ = ["Model", "build_model", "narrowest_dtype"]
+__all__ = ["Model", "build_model", "narrowest_dtype", "one_pass_bytes"]
 
 
 def narrowest_dtype(values: np.ndarray) -> np.dtype:
@@ -66,6 +67,14 @@ class Model:
         Operations that read or write memory (views excluded).
     temporaries : int
         Bytes of intermediate results (written by one operation, read by another).
+    bytes_one_pass : int
+        What one pass per step moves (:func:`one_pass_bytes`): each array read once each time
+        it changes, each write that must reach memory written once. For a single expression
+        this is ``bytes_inputs + result_bytes``; for a loop that rewrites an array each step,
+        that array read and written once per step. 0 when not computed.
+    op_needed : list of int
+        Per operation of the trace (views included, as 0), its bytes that one pass needs; the
+        rest of its bytes are extra passes.
     """
 
     bytes_moved: int
@@ -76,6 +85,8 @@ class Model:
     narrow_dtype: np.dtype | None
     passes: int
     temporaries: int
+    bytes_one_pass: int = 0
+    op_needed: list[int] = field(default_factory=list, repr=False)
 
 
 def build_model(tr: Trace, inputs: dict[str, np.ndarray]) -> Model:
@@ -98,7 +109,138 @@ def build_model(tr: Trace, inputs: dict[str, np.ndarray]) -> Model:
         if result is not None and np.may_share_memory(r, result):
             continue  # the result is a view of this array: not a temporary
         temporaries += r.nbytes
+    needed = one_pass_bytes(tr, inputs)
     return Model(bytes_moved=moved, bytes_min=bytes_inputs + result_min,
                  bytes_inputs=bytes_inputs, result_bytes=result_bytes,
                  result_bytes_min=result_min, narrow_dtype=narrow, passes=len(ops),
-                 temporaries=temporaries)
+                 temporaries=temporaries, bytes_one_pass=sum(needed), op_needed=needed)
+
+
+def _root(a: np.ndarray) -> np.ndarray:
+    """The array owning ``a``'s memory."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _geometry(a: np.ndarray) -> tuple:
+    return a.__array_interface__["data"][0], a.shape, a.strides
+
+
+def _fusable(op: Op) -> bool:
+    """An elementwise pass that one fused loop could do element by element: a ufunc or an
+    elementwise function whose inputs broadcast to its result, a basic assignment, a copy."""
+    if op.name in ("ndarray.copy", "copy", "ndarray.astype"):
+        return True
+    if op.kind == "index":
+        return op.name == "setitem" and not _is_advanced(op.args[1])
+    result = op.result_array
+    if op.gemm or getattr(op.func, "signature", None) or op.name in WHOLE_ARRAY:
+        return False
+    if str(getattr(op.func, "__module__", "")).startswith(("numpy.fft", "numpy.linalg")):
+        return False
+    if op.kind not in ("ufunc", "function") or "." in op.name or result is None \
+            or result.ndim == 0:
+        return False
+    try:
+        return all(np.broadcast_shapes(a.shape, result.shape) == result.shape
+                   for a in op.inputs)
+    except ValueError:
+        return False
+
+
+def _is_advanced(key) -> bool:
+    keys = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(k, (np.ndarray, list)) for k in keys)
+
+
+def _reads_writes(op: Op) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The arrays an operation reads, and the views it writes."""
+    if op.name == "setitem":
+        target, key = op.args[0], op.args[1]
+        reads = [a for a in op.inputs if a is not target]
+        try:
+            written = target if _is_advanced(key) else target[key]
+        except (IndexError, TypeError, ValueError):
+            written = target
+        return reads, [written] if isinstance(written, np.ndarray) else [target]
+    outs = op.kwargs.get("out")
+    outs = [a for a in (outs if isinstance(outs, tuple) else (outs,))
+            if isinstance(a, np.ndarray)]
+    results = outs or [r for r in (op.result if isinstance(op.result, tuple) else (op.result,))
+                       if isinstance(r, np.ndarray)]
+    return list(op.inputs), results
+
+
+def one_pass_bytes(tr: Trace, inputs: dict[str, np.ndarray]) -> list[int]:
+    """Per operation of ``tr``, the bytes that one pass per step needs of it.
+
+    "One pass" is what the same program moves when each run of consecutive elementwise
+    operations is fused into one loop (an operation that is not elementwise, such as a matrix
+    product, a reduction, a sort or a gather, is a run of its own). In each run every array is
+    read once each time it changes (its first read after each write that reached memory), and
+    a write reaches memory only when something needs it there: the final value of an input or
+    of the result, a value read in another run, by an operation that is not elementwise, or
+    through another view (a stencil's shifted slices), or a value written by an operation that
+    is not elementwise. A temporary read back element by element in its run
+    (``t = a + b; t * c``) stays in registers, and so does an in-place update read back through
+    the same view (``u[1:-1] += x``, then the assignment of that slice to itself). For
+    ``np.ceil(np.clip(X, 0, 1))`` that is X read once and the result written once; for ten
+    steps of a stencil on ``u``, u read and written once per step.
+    """
+    ops = [op for op in tr.ops if not op.is_view and op.func is not None]
+    persistent = {id(_root(a)) for a in inputs.values()}
+    if isinstance(tr.result, np.ndarray):
+        persistent.add(id(_root(tr.result)))
+    sizes: dict[int, int] = {}
+    version: dict[int, int] = {}
+    writes: list[dict] = []  # per write: op, root, version, geometry, bytes, needed
+    written_by: dict[tuple[int, int], dict] = {}
+    reads: list[tuple] = []  # op index, run, root, version, array
+    last: dict[int, int] = {}  # root -> its last version
+    run, fused_before = 0, False
+    for k, op in enumerate(ops):
+        fusable = _fusable(op)
+        if not (fusable and fused_before):
+            run += 1  # a new loop: the first elementwise operation after another kind, or not
+        fused_before = fusable
+        read, wrote = _reads_writes(op)
+        for a in read:
+            r = _root(a)
+            sizes[id(r)] = r.nbytes
+            v = version.get(id(r), 0)
+            reads.append((k, run, id(r), v, a))
+            w = written_by.get((id(r), v))
+            if w is not None and not (fusable and w["run"] == run
+                                      and _geometry(a) == w["geometry"]):
+                w["needed"] = True  # read in another loop, through another view, or whole
+        for a in wrote:
+            r = _root(a)
+            sizes[id(r)] = r.nbytes
+            v = version[id(r)] = version.get(id(r), 0) + 1
+            last[id(r)] = v
+            nbytes = op.out_bytes if op.name == "setitem" else a.nbytes
+            w = {"op": k, "run": run, "root": id(r), "version": v,
+                 "geometry": _geometry(a), "bytes": nbytes, "needed": not fusable}
+            writes.append(w)
+            written_by[id(r), v] = w
+    for w in writes:
+        if w["root"] in persistent and last[w["root"]] == w["version"]:
+            w["needed"] = True  # the value the statement leaves behind
+    needed = [0] * len(ops)
+    credited: dict[tuple[int, int, int], int] = {}
+    for k, run, root, v, a in reads:
+        w = written_by.get((root, v))
+        if w is not None and not w["needed"]:
+            continue  # a value the fused loop keeps in registers
+        key = (run, root, v)
+        take = min(a.nbytes, sizes[root] - credited.get(key, 0))
+        if take > 0:
+            credited[key] = credited.get(key, 0) + take
+            needed[k] += take
+    for w in writes:
+        if w["needed"]:
+            needed[w["op"]] += w["bytes"]
+    index = {id(op): k for k, op in enumerate(ops)}
+    return [min(needed[index[id(op)]], op.in_bytes + op.out_bytes) if id(op) in index else 0
+            for op in tr.ops]

@@ -108,6 +108,9 @@ class Trace:
     names: dict[int, str] = field(default_factory=dict)  # id(array) -> name in the code
     lines: list = field(default_factory=list)  # LineCapture of lines holding a pattern
     escaped: dict[int, np.ndarray] = field(default_factory=dict)  # converted by __array__
+    #: (file, line) -> how many times the line began (a line that runs twice in a row, as
+    #: the one line of a loop's body, counts once: at least this many)
+    line_runs: dict[tuple[str, int], int] = field(default_factory=dict)
     result: object = None
 
     def name_of(self, value) -> str:
@@ -378,6 +381,8 @@ class Tracer:
         if key == self._line:
             return
         self._line = key
+        runs = self.trace.line_runs
+        runs[key] = runs.get(key, 0) + 1
         if key in self._seen_lines:
             return
         self._seen_lines.add(key)

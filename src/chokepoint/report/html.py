@@ -184,12 +184,12 @@ def explanation_html(e, *, full: bool = True) -> str:
         f"<p id=\"summary\">{_e(format_seconds(e.median_s))} (± {_e(format_seconds(e.iqr_s))} "
         f"IQR). It {_e(floor_text(e).strip())}.</p>")
     if e.lines:
-        from .text import line_rate, short_source
+        from .text import line_cause, line_rate, short_source
 
         rows = [[_e(short_source(line["source"])), f"<code>{_e(line['code'])}</code>",
                  _e(format_seconds(line["time_s"])), f"{100 * line['share']:.1f}%",
                  f"{line['bytes'] / 1e6:.1f} MB", _e(line_rate(line)),
-                 f"{100 * line.get('ceiling_fraction', 0):.0f}%", _e(line["cause"] or "")]
+                 f"{100 * line.get('ceiling_fraction', 0):.0f}%", _e(line_cause(line))]
                 for line in e.lines]
         body.append("<h2>Lines</h2>")
         body.append(_table([("line", True), ("code", True), ("time", False), ("share", False),
@@ -223,6 +223,12 @@ def explanation_html(e, *, full: bool = True) -> str:
             f"{100 * f.share:.0f}% of the time<br>{_e(f.evidence)}<br>"
             f"→ {_e(f.suggestion)}</div>")
     body.append("</div>")
+    from .text import rewrites_text
+
+    rewrites = rewrites_text(e)
+    if rewrites:
+        body.append("<h2>Measured rewrites of your lines</h2><ul id=\"line-rewrites\">"
+                    + "".join(f"<li>{_e(text.strip())}</li>" for text in rewrites) + "</ul>")
     if getattr(e, "minor", None):
         body.append("<h2>Minor</h2><ul id=\"minor\">" + "".join(
             f"<li><strong>{_e(f.kind)}</strong> ({100 * f.share:.2g}%): {_e(f.evidence)}</li>"

@@ -10,11 +10,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ..measure.timer import format_seconds
-from .words import race_note
+from .words import STEPS, race_note
 
-__all__ = ["escape_markup", "explanation_text", "floor_text", "format_seconds", "line_rate",
-           "lines_table", "plain", "race_table", "race_text", "ratio_text", "ratio_words",
-           "short_source", "unexplained_text"]
+__all__ = ["escape_markup", "explanation_text", "floor_text", "format_seconds", "line_cause",
+           "line_rate", "lines_table", "plain", "race_table", "race_text", "ratio_text",
+           "ratio_words", "rewrites_text", "short_source", "unexplained_text"]
 
 
 def escape_markup(text: object) -> str:
@@ -135,8 +135,36 @@ def lines_table(e) -> Table:
                       format_seconds(line["time_s"]), f"{100 * line['share']:.1f}%",
                       _mb(line["bytes"]), line_rate(line),
                       f"{100 * line.get('ceiling_fraction', 0):.0f}%",
-                      plain(line["cause"] or ""))
+                      plain(line_cause(line)))
     return table
+
+
+def line_cause(line: dict) -> str:
+    """A line's main cause, and that a measured rewrite saves time on it."""
+    cause = line.get("cause") or ""
+    r = line.get("rewrite")
+    if not r:
+        return cause
+    said = f"rewrite {r['speedup']:.0f}x faster"
+    if r.get("saved_s"):
+        said += f", saves {format_seconds(r['saved_s'])}"
+    return f"{cause}; {said}" if cause else said
+
+
+def rewrites_text(e) -> list[str]:
+    """The lines with a measured rewrite, the largest saving first: said under the findings,
+    where the author reads, whatever finding holds the line's time."""
+    found = sorted(getattr(e, "line_rewrites", None) or [],
+                   key=lambda r: r.get("saved_s", 0.0), reverse=True)
+    said = []
+    for r in found:
+        saves = (f", saves about {format_seconds(r['saved_s'])} here "
+                 f"({100 * r['share']:.0f}% of the time)" if r.get("saved_s") else "")
+        said.append(f"  {short_source(r['source'])}: {r['code']}  ->  {r['statement']}: "
+                    f"measured {format_seconds(r['measured_s'])} against "
+                    f"{format_seconds(r['original_s'])}, {r['speedup']:.1f}x faster, same "
+                    f"values{saves}" + (f" ({r['note']})" if r.get("note") else ""))
+    return said
 
 
 def floor_text(e) -> str:
@@ -153,6 +181,21 @@ def floor_text(e) -> str:
         text += f": floor {format_seconds(e.floor_s)}"
     if e.floor_s:
         text += f", {e.median_s / e.floor_s:.1f}x above it"
+    return text + _steps_text(e, floor)
+
+
+def _steps_text(e, floor: dict) -> str:
+    """For a program that reads arrays again after it changes them (a loop rewriting the same
+    arrays each step), what one pass per step moves and takes: a floor its author can reach by
+    fusing each step, where the floor above assumes every array read once."""
+    model = getattr(e, "model", None)
+    one_pass = floor.get("one_pass_bytes")
+    if not one_pass or model is None or one_pass <= model.bytes_inputs + model.result_bytes:
+        return ""
+    seconds = floor.get("one_pass_s", 0.0)
+    text = f"; one pass per step ({STEPS}) moves {_mb(one_pass)}: {format_seconds(seconds)}"
+    if seconds:
+        text += f", {e.median_s / seconds:.1f}x above it"
     return text
 
 
@@ -240,6 +283,11 @@ def explanation_text(e, width: int = 120) -> str:
         console.print(f"  {i}. {escape_markup(f.kind)} ({100 * f.share:.0f}%): "
                       f"{escape_markup(f.evidence)}")
         console.print(f"     -> {escape_markup(f.suggestion)}")
+    rewrites = rewrites_text(e)
+    if rewrites:
+        console.print("measured rewrites of your lines (checked: same values; timed here):")
+        for text in rewrites:
+            console.print(plain(text))
     unexplained = unexplained_text(e)
     if unexplained:
         console.print(plain(unexplained))
@@ -265,12 +313,6 @@ def explanation_text(e, width: int = 120) -> str:
                           "predicted "
                           f"{format_seconds(n['predicted_s'])}, measured "
                           f"{format_seconds(n['measured_s'])}: {n['speedup']:.1f}x faster")
-    for r in getattr(e, "line_rewrites", None) or []:
-        console.print(f"rewrite {escape_markup(short_source(r['source']))}: "
-                      f"{escape_markup(r['code'])}  ->  {escape_markup(r['statement'])} — "
-                      f"measured {format_seconds(r['measured_s'])} against "
-                      f"{format_seconds(r['original_s'])}: {r['speedup']:.1f}x faster, same "
-                      "values" + (f" ({escape_markup(r['note'])})" if r.get("note") else ""))
     for w in e.warnings:
         console.print(f"note: {escape_markup(w)}")
     return buffer.getvalue()

@@ -10,8 +10,12 @@ from dataclasses import dataclass, field
 from ..measure.stats import TARGET_PRECISION
 from ..measure.timer import format_seconds
 
-__all__ = ["Context", "evidence", "race_note", "ruled_out", "suggestion", "untimed_temporaries"]
+__all__ = ["Context", "evidence", "line_rewrite", "race_note", "ruled_out", "suggestion",
+           "untimed_temporaries"]
 
+#: what "one pass per step" means, where a program reads an array again after changing it
+STEPS = ("the same steps fused: each array read once each time it changes, written once when "
+         "its value is needed")
 #: evidence lists at most this many operations, then says how many more
 SHOWN = 4
 
@@ -84,18 +88,31 @@ def _fact(kind: str, f: dict, c: Context) -> str:
         return (f"{f['calls']} call(s) at {_ms(f['per_call_s'])} each on one element: "
                 f"{100 * f['seconds'] / f['total_s']:.2g}% of {_ms(f['total_s'])}")
     if kind == "extra-passes":
-        return (f"{f['passes']} passes move {_mb(f['moved'])}; one pass over the same inputs and "
-                f"result moves {_mb(f['one_pass'])} ({_mb(f['extra'])} more, about "
-                f"{_ms(f['extra'] / f['rate'])} at the {f['rate'] / 1e9:.1f} GB/s these "
-                "operations reached)" if f.get("rate") else
-                f"{f['passes']} operations but no bytes beyond one pass (views and scalars)")
+        return _passes(f)
     if kind == "wide-output":
         wasted = f["result"] - f["needed"]
         return (f"the result is {_mb(f['result'])}, but its values fit in {f['dtype']} "
-                f"({_mb(f['needed'])}): {_mb(wasted)} written for nothing, about "
-                f"{_ms(wasted / f['rate'])} at {f['rate'] / 1e9:.1f} GB/s")
+                f"({_mb(f['needed'])}): {_mb(wasted)} written for nothing, "
+                f"{_ms(f.get('seconds', 0.0))} of the {_ms(f.get('pool_s', 0.0))} the "
+                "operations writing it took (their bytes' part of it)")
     what = _PROBE_WHAT.get(f.get("probe", ""), f.get("detail", "the change"))
     return _compared(f, what)
+
+
+def _passes(f: dict) -> str:
+    """Extra passes: the bytes beyond one pass (per step, for a loop), and the seconds they
+    are of the time of the operations that move them, never more than that time."""
+    one = (f"one pass per step ({STEPS})" if f.get("steps") else
+           "one pass over the same inputs and result")
+    head = f"{f['passes']} passes move {_mb(f['moved'])}; {one} moves {_mb(f['one_pass'])}"
+    if f["extra"] <= 0:
+        return f"{f['passes']} operations but no bytes beyond one pass (views and scalars)"
+    if not f.get("seconds"):
+        return (f"{head} ({_mb(f['extra'])} more), but no memory- or compute-bound elementwise "
+                "operation moves them: not priced")
+    return (f"{head} ({_mb(f['extra'])} more); the memory- and compute-bound elementwise "
+            f"operations took {_ms(f['pool_s'])}, of which {_ms(f['seconds'])} is their "
+            f"{_mb(f['priced'])} beyond one pass")
 
 
 def _weight(f: dict) -> float:
@@ -113,7 +130,7 @@ def ruled_out(kind: str, fact: dict, c: Context) -> str:
     if kind == "overhead":
         return _fact(kind, fact, c)
     if kind == "extra-passes":
-        return _fact(kind, {**fact, "rate": 0}, c)
+        return _passes({**fact, "seconds": 0.0})
     return _fact(kind, fact, c) + " (no significant difference)"
 
 
@@ -123,22 +140,35 @@ def untimed_temporaries(model) -> str:
             "cost not measured")
 
 
-def _line_rewrite(cause, c: Context) -> str | None:
-    """The measured rewrite of a line this finding is about, as advice."""
+def line_rewrite(r: dict) -> str:
+    """A measured rewrite of a line: the kernel call, where, how much faster than the code it
+    replaces, and the time it saves in this program when that was measured."""
+    where = r["source"].rsplit("/", 1)[-1]
+    saves = (f", saves about {_ms(r['saved_s'])} here ({100 * r['share']:.0f}% of the time)"
+             if r.get("saved_s") else "")
+    return (f"{r['statement']} at {where} (measured {r['speedup']:.1f}x faster than "
+            f"{r['replaces']}, same values{saves})")
+
+
+def _line_rewrites(cause, c: Context) -> list[str]:
+    """The measured rewrites of the lines this finding is about, the largest saving first."""
     sources = {f.get("source") for f in cause.facts}
-    for r in c.line_rewrites:
-        if r["source"] in sources:
-            where = r["source"].rsplit("/", 1)[-1]
-            return (f"{r['statement']} at {where} (measured {r['speedup']:.1f}x faster than "
-                    f"{r['replaces']}, same values)")
-    return None
+    found = [r for r in c.line_rewrites if r["source"] in sources]
+    found.sort(key=lambda r: r.get("saved_s", 0.0), reverse=True)
+    return [line_rewrite(r) for r in found]
 
 
 def suggestion(cause, c: Context) -> str:
-    """What to do about a finding: the measured rewrite of its line when there is one."""
-    if cause.kind not in ("compute-bound",) and (found := _line_rewrite(cause, c)):
-        return found
-    return _advice(cause, c)
+    """What to do about a finding: the measured rewrites of its lines when there are some.
+    A matrix product's advice stays first when the finding holds one: a rewrite of a line the
+    finding also holds comes after it, never left out (the finding lumps that line in with the
+    products, and the rewrite is the one change measured to save time)."""
+    found = _line_rewrites(cause, c)
+    if not found:
+        return _advice(cause, c)
+    if cause.kind == "compute-bound" and any(f.get("gemm") for f in cause.facts):
+        return f"{_advice(cause, c)}; measured: " + "; ".join(found)
+    return "; ".join(found)
 
 
 def _advice(cause, c: Context) -> str:
