@@ -184,3 +184,19 @@ def test_a_loop_is_given_the_floor_of_one_pass_per_step():
     assert "moves 184.2 MB: 5.86 ms, 12.6x above it" in text
     e.floor["one_pass_bytes"] = 16_800_000  # an expression: nothing to add
     assert "one pass per step" not in floor_text(e)
+
+
+def test_a_rewrite_that_differs_at_nan_inputs_does_not_say_same_values():
+    # relu_grad gives 1 at NaN where np.ceil(np.clip(X, 0, 1)) gives NaN: the values are
+    # checked equal on the user's data, and the NaN difference is said, not "same values"
+    from chokepoint.explain.rewrite import Rewrite
+    from chokepoint.report.words import line_rewrite
+
+    differs = Rewrite("chokepoint.relu_grad(X)", lambda: None,
+                      "at NaN inputs the statement gives nan where the kernel gives 1.0", 0)
+    assert differs.values == "same values except at NaN inputs"
+    assert Rewrite("chokepoint.relu(X)", lambda: None, "", 0).values == "same values"
+    said = line_rewrite({"source": "/tmp/net.py:3", "statement": "chokepoint.relu_grad(X)",
+                         "speedup": 8.0, "replaces": "np.ceil(np.clip(X, 0, 1))",
+                         "values": differs.values})
+    assert "8.0x faster than np.ceil(np.clip(X, 0, 1)), same values except at NaN inputs" in said

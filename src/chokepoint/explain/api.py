@@ -349,12 +349,12 @@ def _measured_rewrite(statement: Statement, namespace, inputs, result, total: fl
         return {"statement": candidate.statement,
                 "predicted_s": roof.floor_seconds(candidate.bytes),
                 "measured_s": after.median, "speedup": before.median / after.median,
-                "note": candidate.note}
+                "note": candidate.note, "values": candidate.values}
 
     rewrite = timed(found)
     if rewrite["speedup"] < FASTER:
         return None, None  # not faster here: no rewrite to propose
-    suggestion = f"{found.statement}, one pass with the same values"
+    suggestion = f"{found.statement}, one pass with the {found.values}"
     if found.narrow is not None:
         rewrite["narrow"] = timed(found.narrow)
         suggestion = (f"{found.narrow.statement} (same values as uint8) or {found.statement}: "

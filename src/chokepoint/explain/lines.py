@@ -184,7 +184,8 @@ def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
             "replaces": p.original,
             "statement": _kernel_text(found.statement, operands, p.in_place),
             "original_s": before.median, "measured_s": after.median,
-            "speedup": before.median / after.median, "note": found.note}
+            "speedup": before.median / after.median, "note": found.note,
+            "values": found.values}
 
 
 def line_rewrites(captures: list[LineCapture], min_time: float = 0.02) -> list[dict]:

@@ -48,6 +48,12 @@ class Rewrite:
     bytes: int
     narrow: Rewrite | None = None
 
+    @property
+    def values(self) -> str:
+        """How its values compare with the statement's, as the reports say it: the same on the
+        user's data, and at NaN inputs too unless :attr:`note` says where they differ."""
+        return "same values except at NaN inputs" if self.note else "same values"
+
 
 def _dtype_arg(dtype: np.dtype) -> str:
     return f"np.{np.dtype(dtype).name}" if np.dtype(dtype) != bool else "bool"

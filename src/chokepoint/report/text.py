@@ -162,8 +162,9 @@ def rewrites_text(e) -> list[str]:
                  f"({100 * r['share']:.0f}% of the time)" if r.get("saved_s") else "")
         said.append(f"  {short_source(r['source'])}: {r['code']}  ->  {r['statement']}: "
                     f"measured {format_seconds(r['measured_s'])} against "
-                    f"{format_seconds(r['original_s'])}, {r['speedup']:.1f}x faster, same "
-                    f"values{saves}" + (f" ({r['note']})" if r.get("note") else ""))
+                    f"{format_seconds(r['original_s'])}, {r['speedup']:.1f}x faster, "
+                    f"{r.get('values', 'same values')}{saves}"
+                    + (f" ({r['note']})" if r.get("note") else ""))
     return said
 
 
@@ -285,7 +286,8 @@ def explanation_text(e, width: int = 120) -> str:
         console.print(f"     -> {escape_markup(f.suggestion)}")
     rewrites = rewrites_text(e)
     if rewrites:
-        console.print("measured rewrites of your lines (checked: same values; timed here):")
+        console.print("measured rewrites of your lines (values checked on your data; timed "
+                      "here):")
         for text in rewrites:
             console.print(plain(text))
     unexplained = unexplained_text(e)
@@ -309,7 +311,8 @@ def explanation_text(e, width: int = 120) -> str:
                       f"{escape_markup(r.get('values', 'same values'))}{note}")
         if r.get("narrow"):
             n = r["narrow"]
-            console.print(f"         {escape_markup(n['statement'])} (uint8, same values) — "
+            console.print(f"         {escape_markup(n['statement'])} "
+                          f"(uint8, {escape_markup(n.get('values', 'same values'))}) — "
                           "predicted "
                           f"{format_seconds(n['predicted_s'])}, measured "
                           f"{format_seconds(n['measured_s'])}: {n['speedup']:.1f}x faster")

@@ -147,7 +147,7 @@ def line_rewrite(r: dict) -> str:
     saves = (f", saves about {_ms(r['saved_s'])} here ({100 * r['share']:.0f}% of the time)"
              if r.get("saved_s") else "")
     return (f"{r['statement']} at {where} (measured {r['speedup']:.1f}x faster than "
-            f"{r['replaces']}, same values{saves})")
+            f"{r['replaces']}, {r.get('values', 'same values')}{saves})")
 
 
 def _line_rewrites(cause, c: Context) -> list[str]:
