@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .probes import WHOLE_ARRAY
-from .trace import Op, Trace
+from .trace import Op, Trace, advanced
 
 __all__ = ["Model", "build_model", "narrowest_dtype", "one_pass_bytes"]
 
@@ -133,7 +133,7 @@ def _fusable(op: Op) -> bool:
     if op.name in ("ndarray.copy", "copy", "ndarray.astype"):
         return True
     if op.kind == "index":
-        return op.name == "setitem" and not _is_advanced(op.args[1])
+        return op.name == "setitem" and not advanced(op.args[1])
     result = op.result_array
     if op.gemm or getattr(op.func, "signature", None) or op.name in WHOLE_ARRAY:
         return False
@@ -149,18 +149,13 @@ def _fusable(op: Op) -> bool:
         return False
 
 
-def _is_advanced(key) -> bool:
-    keys = key if isinstance(key, tuple) else (key,)
-    return any(isinstance(k, (np.ndarray, list)) for k in keys)
-
-
 def _reads_writes(op: Op) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """The arrays an operation reads, and the views it writes."""
     if op.name == "setitem":
         target, key = op.args[0], op.args[1]
         reads = [a for a in op.inputs if a is not target]
         try:
-            written = target if _is_advanced(key) else target[key]
+            written = target if advanced(key) else target[key]
         except (IndexError, TypeError, ValueError):
             written = target
         return reads, [written] if isinstance(written, np.ndarray) else [target]

@@ -23,7 +23,7 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from ..measure.statements import Statement, as_statement
 
-__all__ = ["Op", "Trace", "Traced", "flops_of", "trace"]
+__all__ = ["Op", "Trace", "Traced", "advanced", "flops_of", "trace"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
@@ -216,7 +216,9 @@ def _selected_bytes(target: np.ndarray, key) -> int:
         return 0
 
 
-def _advanced(key) -> bool:
+def advanced(key) -> bool:
+    """Whether indexing with ``key`` is advanced (an array or a list among its parts): a copy
+    or a gather, not a view."""
     keys = key if isinstance(key, tuple) else (key,)
     return any(isinstance(k, (np.ndarray, list)) for k in keys)
 
@@ -338,7 +340,7 @@ class Tracer:
             self._begin_line(frame)
         index_bytes = None
         before = None
-        if kind == "index" and _advanced(real_args[1]):
+        if kind == "index" and advanced(real_args[1]):
             if name == "setitem":
                 index_bytes = _index_bytes(name, real_args, None)
                 target = real_args[0]
@@ -354,7 +356,7 @@ class Tracer:
         in_bytes = 0 if is_view else sum(a.nbytes for a in inputs)
         out_bytes = 0 if is_view else sum(r.nbytes for r in results)
         if kind == "index":
-            if name == "getitem" and not is_view and _advanced(real_args[1]):
+            if name == "getitem" and not is_view and advanced(real_args[1]):
                 index_bytes = _index_bytes(name, real_args, result)
             if name == "setitem":
                 index_bytes = index_bytes or (
