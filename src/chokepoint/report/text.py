@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..measure.timer import format_seconds
-from .words import STEPS, race_note
+from .words import STEPS, race_note, rewrite_values
 
 __all__ = ["escape_markup", "explanation_text", "floor_text", "format_seconds", "line_cause",
            "line_rate", "lines_table", "plain", "race_table", "race_text", "ratio_text",
@@ -158,13 +158,10 @@ def rewrites_text(e) -> list[str]:
                    key=lambda r: r.get("saved_s", 0.0), reverse=True)
     said = []
     for r in found:
-        saves = (f", saves about {format_seconds(r['saved_s'])} here "
-                 f"({100 * r['share']:.0f}% of the time)" if r.get("saved_s") else "")
         said.append(f"  {short_source(r['source'])}: {r['code']}  ->  {r['statement']}: "
                     f"measured {format_seconds(r['measured_s'])} against "
                     f"{format_seconds(r['original_s'])}, {r['speedup']:.1f}x faster, "
-                    f"{r.get('values', 'same values')}{saves}"
-                    + (f" ({r['note']})" if r.get("note") else ""))
+                    f"{rewrite_values(r)}" + (f" ({r['note']})" if r.get("note") else ""))
     return said
 
 

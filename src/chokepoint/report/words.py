@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from ..measure.stats import TARGET_PRECISION
 from ..measure.timer import format_seconds
 
-__all__ = ["Context", "evidence", "line_rewrite", "race_note", "ruled_out", "suggestion",
-           "untimed_temporaries"]
+__all__ = ["Context", "evidence", "line_rewrite", "race_note", "rewrite_values", "ruled_out",
+           "suggestion", "untimed_temporaries"]
 
 #: what "one pass per step" means, where a program reads an array again after changing it
 STEPS = ("the same steps fused: each array read once each time it changes, written once when "
@@ -140,14 +140,20 @@ def untimed_temporaries(model) -> str:
             "cost not measured")
 
 
-def line_rewrite(r: dict) -> str:
-    """A measured rewrite of a line: the kernel call, where, how much faster than the code it
-    replaces, and the time it saves in this program when that was measured."""
-    where = r["source"].rsplit("/", 1)[-1]
+def rewrite_values(r: dict) -> str:
+    """How a measured rewrite of a line compares: its values, and the time it saves in this
+    program when that was measured."""
     saves = (f", saves about {_ms(r['saved_s'])} here ({100 * r['share']:.0f}% of the time)"
              if r.get("saved_s") else "")
+    return f"{r.get('values', 'same values')}{saves}"
+
+
+def line_rewrite(r: dict) -> str:
+    """A measured rewrite of a line: the kernel call, where, how much faster than the code it
+    replaces, its values and the time it saves (:func:`rewrite_values`)."""
+    where = r["source"].rsplit("/", 1)[-1]
     return (f"{r['statement']} at {where} (measured {r['speedup']:.1f}x faster than "
-            f"{r['replaces']}, {r.get('values', 'same values')}{saves})")
+            f"{r['replaces']}, {rewrite_values(r)})")
 
 
 def _line_rewrites(cause, c: Context) -> list[str]:
