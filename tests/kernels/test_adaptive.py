@@ -207,3 +207,28 @@ def test_settle_covers_the_exploration(others, fastest):
         ran.append(variant)
     assert set(ran[SETTLE_CALLS:]) == {candidates[fastest]}
     assert len(set(ran[:SETTLE_CALLS])) == len(candidates)  # it did explore
+
+
+def test_the_plan_is_the_live_decision():
+    # the fast path keeps the list plan() returns and runs its calls itself: decide() must
+    # update that same list, and expire() must end it (after a fork)
+    clock = Clock()
+    c = Chooser(clock)
+    n = 100_000
+    warm(c, "relu", n)
+    plan = c.plan("relu", n, "parallel")
+    assert plan == [None, 0]
+    for _ in range(4):  # parallel twice, serial twice: both measured
+        variant, timed = c.decide("relu", n, "parallel")
+        if timed:
+            c.record("relu", n, variant, {"parallel": 1e-5, "serial": 3e-5}[variant])
+    while plan[1] == 0:
+        variant, timed = c.decide("relu", n, "parallel")
+        if timed:
+            c.record("relu", n, variant, {"parallel": 1e-5, "serial": 3e-5}[variant])
+    assert plan == ["parallel", SAMPLE - 1] and c.plan("relu", n, "parallel") is plan
+    assert c.decide("relu", n, "parallel") == ("parallel", False) and plan[1] == SAMPLE - 2
+    assert c.plan("relu", 2 * n, "parallel") is not plan  # another size class
+    c.expire()
+    assert plan == ["parallel", 0]
+    assert c.decide("relu", n, "parallel") == ("parallel", True)  # chosen and timed again

@@ -7,6 +7,8 @@ import pytest
 import chokepoint
 from chokepoint.kernels import api, engine_numba
 
+from . import reference as ref
+
 
 @pytest.fixture
 def general_forbidden(monkeypatch):
@@ -177,3 +179,71 @@ def test_small_mask_calls_checked_in_the_kernel(dtype, monkeypatch):
     with pytest.raises(ValueError):
         chokepoint.relu_backward(g, mask, out=wrong)
     assert (wrong == 5).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_mid_size_calls_run_the_chosen_variant_without_the_launcher(dtype, monkeypatch):
+    # between PARALLEL_MIN and CHECKED_MAX elements the public functions run the chooser's
+    # variant themselves, through the checked kernels (which check shapes and overlap):
+    # each variant gives the same values as the general path, and the timed calls are
+    # recorded under the checked kernels' own signature (their first call compiles)
+    if chokepoint.get_backend() != "numba":
+        pytest.skip("the fast path is the numba engine's")
+    n = engine_numba.PARALLEL_MIN + 13
+    assert n < engine_numba.CHECKED_MAX
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((n,)).astype(dtype)
+    x[::7] = 0
+    g = rng.standard_normal(n).astype(dtype)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("took the launcher")
+
+    recorded = []
+    chooser = engine_numba.chooser
+    record = chooser.record
+    monkeypatch.setattr(engine_numba, "lock_free", True)  # as after a launch under omp/tbb
+    with monkeypatch.context() as patch:
+        patch.setattr(engine_numba, "launch", refuse)
+        patch.setattr(chooser, "record", lambda *a: recorded.append(a) or record(*a))
+        chooser.expire()
+        for variant in ("parallel", "serial"):
+            patch.setattr(chooser, "decide", lambda *a, _v=variant: (_v, True))
+            for shape in ((n,), (1, n)):
+                xs, gs = x.reshape(shape), g.reshape(shape)
+                out = np.full(shape, 7, dtype)
+                assert chokepoint.relu(xs, out=out) is out
+                assert np.array_equal(out, ref.relu(xs)) and np.array_equal(
+                    np.signbit(out), np.signbit(ref.relu(xs)))
+                assert np.array_equal(chokepoint.relu_backward(gs, xs),
+                                      ref.relu_backward(gs, xs))
+                assert np.array_equal(chokepoint.relu_grad(xs, dtype=bool), xs > 0)
+                assert np.array_equal(chokepoint.leaky_relu(xs, 0.2),
+                                      np.where(xs > 0, xs, xs * dtype(0.2)))
+                assert np.allclose(chokepoint.gelu(xs),
+                                   0.5 * xs * (1 + _erf(xs / np.sqrt(2))), rtol=1e-5,
+                                   atol=1e-6)
+                y, mask = chokepoint.relu_with_mask(xs)
+                assert np.array_equal(y, ref.relu(xs))
+                assert np.array_equal(chokepoint.relu_backward(gs, mask),
+                                      ref.relu_backward(gs, xs))
+        assert {(r[0], r[2]) for r in recorded} >= {("relu", "parallel"), ("relu", "serial"),
+                                                    ("mask_backward", "parallel")}
+        assert all(r[4][0] == "checked" for r in recorded)
+    # what the checked kernels refuse goes to the general path: a partial overlap is computed
+    # through a buffer, a wrong shape raises and writes nothing
+    buffer = np.concatenate([g, np.zeros(1, dtype)])
+    shifted = chokepoint.relu_backward(buffer[:-1], x, out=buffer[1:])
+    assert np.array_equal(shifted, ref.relu_backward(g, x))
+    out = np.full(n, 7, dtype)
+    with pytest.raises(ValueError, match="shape"):
+        chokepoint.relu_backward(g[:-1], x[:-1].reshape(1, -1), out=out[:-1])
+    with pytest.raises(ValueError, match="shape"):
+        chokepoint.relu_backward(g, x[:-1], out=out)
+    assert (out == 7).all()
+
+
+def _erf(v):
+    from math import erf
+
+    return np.vectorize(erf)(v.astype(np.float64))

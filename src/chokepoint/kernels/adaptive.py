@@ -89,20 +89,39 @@ class Chooser:
         """
         # the candidates too: the default is this call's (streaming only where this out can
         # stream), and a variant decided for one call must be one this call can run
-        key = (name, n.bit_length(), default, others)
-        last = self._last.get(key)
-        if last is not None and last[1] > 0:
+        last = self.plan(name, n, default, others)
+        if last[1] > 0:
             last[1] -= 1
             return last[0], False
         variant, settled = self._choice(name, n, (default, *others))
-        if last is not None and last[0] != variant:
+        if last[0] is not None and last[0] != variant:
             # the first call after another variant: its data are in the other variant's
             # caches (see the module notes), so it is not timed and the next call chooses again
-            self._last[key] = [variant, 0]
+            last[:] = [variant, 0]
             return variant, False
         # a variant run to be measured runs once: the next call chooses again
-        self._last[key] = [variant, SAMPLE - 1 if settled else 0]
+        last[:] = [variant, SAMPLE - 1 if settled else 0]
         return variant, True
+
+    def plan(self, name, n: int, default: str,
+             others: tuple[str, ...] = ("serial",)) -> list:
+        """The live decision for kernel ``name``'s size class of ``n``: ``[variant, calls
+        left]``, the variant (None before the first decision) that the next ``calls left``
+        calls run untimed. :meth:`decide` updates this list in place, so a caller may keep it
+        and run those calls itself (the kernels' fast path: a decrement and a look-up instead
+        of a call here), decrementing ``calls left`` for each, and call :meth:`decide` when it
+        is 0."""
+        key = (name, n.bit_length(), default, others)
+        last = self._last.get(key)
+        if last is None:
+            last = self._last[key] = [None, 0]
+        return last
+
+    def expire(self) -> None:
+        """End every decision now: the next call of each kernel chooses again (after a fork,
+        where the parent's parallel choices may not run)."""
+        for last in self._last.values():
+            last[1] = 0
 
     def choose(self, name, n: int, default: str, others: tuple[str, ...] = ("serial",)) -> str:
         """The variant to run for kernel ``name`` on ``n`` elements: ``default`` (the engine's

@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
+import time
 
 import numpy as np
 
@@ -360,12 +361,32 @@ def _small_out(x: np.ndarray, out, dtype: np.dtype) -> np.ndarray | None:
     return out
 
 
+class FastEntry:
+    """What a public function keeps per dtype (and parameter values) to run its common calls
+    itself (:func:`call_fast`): the op, its checked kernels, its constants, the engine."""
+
+    __slots__ = ("constants", "engine", "op", "parallel", "plans", "serial")
+
+    def __init__(self, op: str, serial, constants: tuple, engine) -> None:
+        self.op = op
+        self.serial = serial  # the checked serial kernel
+        self.parallel = None  # the checked parallel one, made on the first call that runs it
+        self.constants = constants
+        self.engine = engine
+        #: size class (n.bit_length()) -> the chooser's live [variant, calls left] for it
+        self.plans: dict[int, list] = {}
+
+    def made_parallel(self):
+        """The checked parallel kernel, compiled (or loaded) on its first call."""
+        self.parallel = self.engine.kernel_for(self.op, "checked_parallel")
+        return self.parallel
+
+
 def small_entry(kernel: Kernel | str, dtype: np.dtype, values: tuple = (),
-                types: tuple = ()) -> tuple | bool | None:
-    """What a public function keeps to run its small calls itself (see :func:`call_small`):
-    ``(checked kernel, constants, size limit, engine)``; False where the fast path does not
-    take this dtype or these parameters; None (not to be kept) when the engine in use is not
-    numba's."""
+                types: tuple = ()) -> FastEntry | bool | None:
+    """What a public function keeps to run its common calls itself (see :func:`call_fast`);
+    False where the fast path does not take this dtype or these parameters; None (not to be
+    kept) when the engine in use is not numba's."""
     if engine().NAME != "numba":
         return None
     name = kernel if type(kernel) is str else kernel.name
@@ -375,22 +396,65 @@ def small_entry(kernel: Kernel | str, dtype: np.dtype, values: tuple = (),
         entry = _fast_entry(kernel, dtype, values, key)
     if entry is False:
         return False
-    return entry[1], entry[2], _numba_engine.PARALLEL_MIN, _numba_engine
+    return FastEntry(entry[0], entry[1], entry[2], _numba_engine)
 
 
-def call_small(entry: tuple, arrays: tuple, out, dtype: np.dtype) -> np.ndarray | None:
-    """A small call (fewer than ``entry[2]`` elements) of C-contiguous arrays of one dtype,
-    as :func:`_small` runs it, for the public functions that checked the rest inline: the
-    generated ones and ``relu_grad``'s (:func:`_generate`). Writes ``out`` (or a new array of
-    ``dtype``); None, with nothing written, where the general path must take the call."""
+#: :func:`call_fast`'s answer for a call that the launcher must take (:func:`fast`)
+AGAIN = object()
+
+
+def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tuple = ()):
+    """A call of C-contiguous arrays of one dtype that the public functions checked inline
+    (the generated ones and ``relu_grad``'s and ``relu_backward``'s, see :func:`_generate`).
+
+    Below ``PARALLEL_MIN`` elements the serial kernel runs, as :func:`_small`. Up to
+    ``CHECKED_MAX`` elements (where no output streams) the variant the engine's chooser
+    decided runs, for the calls it decided it for (:func:`.engine_numba.plan`: a decrement
+    and a look-up), and the calls it must time are timed here: the launcher's path
+    (:func:`fast`) cost 4-5 us a call in Python, against a 7.6 us parallel kernel on 1e5
+    float32 elements. The kernels check shapes and overlap.
+
+    The kernel is called as ``kernel(*arrays, out, *extra, *entry.constants)``;
+    ``arrays[-1]`` gives the size and, when ``out`` is None, the shape (the mask kernels pass
+    their bits: the forward's in ``extra``, the backward's first in ``arrays``).
+
+    Returns ``out`` (or a new array of ``dtype``); None, with nothing written, where the
+    general path must take the call; :data:`AGAIN` where the launcher must (:func:`fast`):
+    larger calls, and parallel ones under a threading layer that needs the launch lock.
+    """
     x = arrays[-1]
+    n = x.size
+    numba_engine = entry.engine
+    timed = False
+    if n < numba_engine.PARALLEL_MIN:
+        kernel = entry.serial
+    elif n < numba_engine.CHECKED_MAX and numba_engine.lock_free:
+        plan = entry.plans.get(n.bit_length())
+        if plan is None:
+            plan = entry.plans[n.bit_length()] = numba_engine.plan(entry.op, n)
+        if plan[1] > 0:
+            plan[1] -= 1
+            variant = plan[0]
+        else:
+            variant, timed = numba_engine.chooser.decide(entry.op, n, "parallel")
+        kernel = entry.serial if variant == "serial" else entry.parallel or entry.made_parallel()
+    else:
+        return AGAIN
     if out is None:
         out = np.empty(x.shape, dtype)
     else:
         flags = out.flags
         if out.dtype is not dtype or not flags.c_contiguous or not flags.writeable:
             return None
-    return out if entry[0](*arrays, out, *entry[1]) else None
+    if not timed:
+        return out if kernel(*arrays, out, *extra, *entry.constants) else None
+    start = time.perf_counter()
+    if not kernel(*arrays, out, *extra, *entry.constants):
+        return None
+    # the checked kernels' own signature: their first call compiles, or loads from disk
+    numba_engine.chooser.record(entry.op, n, variant, time.perf_counter() - start,
+                                ("checked", x.dtype.char, dtype.char))
+    return out
 
 
 # ------------------------------------------------------------------------ generated functions
@@ -441,35 +505,38 @@ def _generate(kernel: Kernel):
     types = ", ".join(f"type({p.name})" for p in kernel.params)
     packed_types = f"({types}{',' if types else ''})"
     plain = f"type({arrays[-1]}) is _ndarray and (out is None or type(out) is _ndarray)"
-    # small calls run here, with what small_entry kept per dtype and parameters: each
-    # function call or tuple in between costs 0.1 us, of about 2 us a call on 1000 elements
+    # common calls run here (call_fast), with what small_entry kept per dtype and parameters:
+    # each function call or tuple in between costs 0.1 us, of about 2 us a call on 1000
+    # elements
     x = arrays[-1]
     key = f"({x}.dtype, {packed}, {packed_types})" if kernel.params else f"{x}.dtype"
     look = (f"        try:\n"
-            f"            entry = _small[key := {key}]\n"
+            f"            entry = _entries[key := {key}]\n"
             f"        except KeyError:\n"
             f"            entry = _small_entry(_kernel, {x}.dtype, {packed}, {packed_types})\n"
             f"            if entry is not None:\n"
-            f"                _small[key] = entry\n")
+            f"                _entries[key] = entry\n")
     if kernel.params:  # an unhashable parameter (an array): the general path says what is wrong
         look += "        except TypeError:\n            entry = False\n"
     same = (f" and type(grad) is _ndarray and grad.dtype is {x}.dtype"
             f" and grad.flags.c_contiguous" if kernel.arity == 2 else "")
+    launcher = f"_fast(_kernel, ({names},), out, {packed}, None, {packed_types})"
     public = (f"def {kernel.name}({signature}):\n"
               f"    if {plain}:\n"
               + look +
-              f"        if (entry and {x}.size < entry[2] and {x}.flags.c_contiguous{same}\n"
-              f"                and _engine() is entry[3]):\n"
-              f"            result = _call_small(entry, ({names},), out, {x}.dtype)\n"
+              f"        if (entry and {x}.flags.c_contiguous{same}\n"
+              f"                and _engine() is entry.engine):\n"
+              f"            result = _call_fast(entry, ({names},), out, {x}.dtype)\n"
+              f"            if result is _AGAIN:\n"
+              f"                result = {launcher}\n"
               f"        else:\n"
-              f"            result = _fast(_kernel, ({names},), out, {packed}, None,"
-              f" {packed_types})\n"
+              f"            result = {launcher}\n"
               f"        if result is not None:\n"
               f"            return result\n"
               f"    return _general({names}, {given}out=out)\n")
     namespace = {"_run": run, "_kernel": kernel, "_fast": fast, "_ndarray": np.ndarray,
-                 "_small": {}, "_small_entry": small_entry, "_call_small": call_small,
-                 "_engine": engine}
+                 "_entries": {}, "_small_entry": small_entry, "_call_fast": call_fast,
+                 "_AGAIN": AGAIN, "_engine": engine}
     exec(compile(general, f"<chokepoint kernel {kernel.name}>", "exec"), namespace)
     func = namespace[kernel.name]
     func.__module__ = __name__
@@ -550,39 +617,47 @@ _FAST_GRAD_DTYPES = {np.dtype(t): np.dtype(t) for t in (np.bool_, np.int8, np.ui
 def relu_grad(x, *, dtype=None, at_zero: int = 0, out=None) -> np.ndarray:
     # the fast path for plain NumPy arrays (see fast()), else dispatch and the general path
     if type(x) is np.ndarray and (out is None or type(out) is np.ndarray) \
-            and type(at_zero) is int and at_zero in (0, 1):
+            and type(at_zero) is int:
         if dtype is None:
-            target = out.dtype if out is not None else _UINT8
+            target = _UINT8 if out is None else _FAST_GRAD_DTYPES.get(out.dtype)
         else:
             try:
                 target = _FAST_GRAD_DTYPES.get(dtype) or _FAST_GRAD_DTYPES.get(np.dtype(dtype))
             except TypeError:
                 target = None
-        if target is not None and target in _FAST_GRAD_DTYPES:
-            op = "relu_grad_at_zero" if at_zero else "relu_grad"
-            entry = _SMALL.get((op, x.dtype)) or _small_for(op, x.dtype)
-            if (entry and x.size < entry[2] and x.flags.c_contiguous
-                    and engine() is entry[3]):
-                result = call_small(entry, (x,), out, target)
-            else:
+        # at_zero 0 or 1 (an int: 1.0 and True hash alike but are refused)
+        entry = _GRAD_ENTRIES.get((x.dtype, at_zero))
+        if entry is None and at_zero in (0, 1):
+            entry = _GRAD_ENTRIES[x.dtype, at_zero] = _entry_for(
+                "relu_grad_at_zero" if at_zero else "relu_grad", x.dtype)
+        if target is not None and entry is not None:
+            result = AGAIN
+            if entry and x.flags.c_contiguous and engine() is entry.engine:
+                result = call_fast(entry, (x,), out, target)
+            if result is AGAIN:
+                op = "relu_grad_at_zero" if at_zero else "relu_grad"
                 result = fast(op, (x,), out, (), out_dtype=target)
             if result is not None:
                 return result
     return _relu_grad_general(x, dtype=dtype, at_zero=at_zero, out=out)
 
 
+#: (x's dtype, at_zero) -> relu_grad's entry (:func:`_entry_for` of its op)
+_GRAD_ENTRIES: dict[tuple, FastEntry | bool] = {}
+
+
 #: (op, dtype) -> small_entry(op, dtype), for the hand-written public functions
-_SMALL: dict[tuple, tuple | bool] = {}
+_ENTRIES: dict[tuple, FastEntry | bool] = {}
 
 
-def _small_for(op: str, dtype: np.dtype) -> tuple | bool | None:
+def _entry_for(op: str, dtype: np.dtype) -> FastEntry | bool | None:
     """:func:`small_entry` of an op without parameters, kept once made (the callers look in
-    :data:`_SMALL` first: a call costs 0.1 us)."""
-    entry = _SMALL.get((op, dtype))
+    :data:`_ENTRIES` first: a call costs 0.1 us)."""
+    entry = _ENTRIES.get((op, dtype))
     if entry is None:
         entry = small_entry(op, dtype)
         if entry is not None:
-            _SMALL[op, dtype] = entry
+            _ENTRIES[op, dtype] = entry
     return entry
 
 
@@ -630,11 +705,12 @@ def relu_backward(grad, x_or_mask, *, at_zero: int | None = None, out=None) -> n
             and at_zero in (None, 0, 1)):
         op = "relu_backward_at_zero" if at_zero else "relu_backward"
         x = x_or_mask
-        entry = _SMALL.get((op, x.dtype)) or _small_for(op, x.dtype)
-        if (entry and x.size < entry[2] and x.flags.c_contiguous and grad.dtype is x.dtype
-                and grad.flags.c_contiguous and engine() is entry[3]):
-            result = call_small(entry, (grad, x), out, x.dtype)
-        else:
+        entry = _ENTRIES.get((op, x.dtype)) or _entry_for(op, x.dtype)
+        result = AGAIN
+        if (entry and x.flags.c_contiguous and grad.dtype is x.dtype
+                and grad.flags.c_contiguous and engine() is entry.engine):
+            result = call_fast(entry, (grad, x), out, x.dtype)
+        if result is AGAIN:
             result = fast(op, (grad, x), out, ())
         if result is not None:
             return result
@@ -648,21 +724,42 @@ def relu_backward(grad, x_or_mask, *, at_zero: int | None = None, out=None) -> n
 
 def _fast_mask_backward(grad: np.ndarray, mask: PackedMask, at_zero, out) -> np.ndarray | None:
     """:func:`relu_backward` from a mask for plain NumPy arrays (as :func:`fast`), or None."""
-    if (grad.dtype not in _NATIVE or engine() is not _numba() or grad.shape != mask.shape
-            or at_zero not in (None, mask.at_zero) or type(mask.bits) is not np.ndarray):
+    bits = mask.bits
+    if (type(bits) is not np.ndarray or grad.shape != mask.shape
+            or (at_zero is not None and at_zero != mask.at_zero)):
         return None
-    if grad.size < _numba_engine.PARALLEL_MIN:  # the kernel checks shapes, sizes and overlap
-        out = _small_out(grad, out, grad.dtype)
-        if out is None or not _numba_engine.kernel_for("mask_backward", "checked")(
-                grad, mask.bits, out, _ZERO[grad.dtype]):
-            return None
-        return out
+    entry = _MASK_ENTRIES.get(("mask_backward", grad.dtype))
+    if entry is None:
+        entry = _mask_entry("mask_backward", grad.dtype)
+    if not entry or not grad.flags.c_contiguous or engine() is not entry.engine:
+        return None
+    # the kernels check the sizes and the overlap (of out with grad and with the bits)
+    result = call_fast(entry, (bits, grad), out, grad.dtype)
+    if result is not AGAIN:
+        return result
     out = _plain_out((grad,), out, grad.dtype)
     bits = mask.checked_bits("relu_backward")
     if out is None or may_share(out, bits):
         return None
     _numba().mask_backward(grad.ravel(), bits, out.ravel(), _ZERO[grad.dtype])
     return out
+
+
+#: (mask kernel, dtype) -> its FastEntry, False (a dtype the fast path does not take), or
+#: None while the engine in use is not numba's (not kept)
+_MASK_ENTRIES: dict[tuple, FastEntry | bool] = {}
+
+
+def _mask_entry(name: str, dtype: np.dtype) -> FastEntry | bool | None:
+    """The :class:`FastEntry` of mask kernel ``name`` for ``dtype`` (its constant: zero)."""
+    if engine().NAME != "numba":
+        return None
+    entry = False
+    if dtype in _NATIVE:
+        entry = FastEntry(name, _numba().kernel_for(name, "checked"), (_ZERO[dtype],),
+                          _numba_engine)
+    _MASK_ENTRIES[name, dtype] = entry
+    return entry
 
 
 def _relu_backward_from_mask(grad, mask: PackedMask, at_zero, out) -> np.ndarray:
@@ -723,20 +820,20 @@ _relu_with_mask_general = relu_with_mask
 @functools.wraps(_relu_with_mask_general)
 def relu_with_mask(x, *, at_zero: int = 0, out=None) -> tuple[np.ndarray, PackedMask]:
     # the fast path for plain NumPy arrays (as fast()), else dispatch and the general path
-    if (type(x) is np.ndarray and x.dtype in _NATIVE and type(at_zero) is int
-            and at_zero in (0, 1) and (out is None or type(out) is np.ndarray)
-            and engine() is _numba()):
+    if (type(x) is np.ndarray and type(at_zero) is int and at_zero in (0, 1)
+            and (out is None or type(out) is np.ndarray)):
         name = "mask_forward_at_zero" if at_zero else "mask_forward"
-        if x.size < _numba_engine.PARALLEL_MIN:  # the kernel checks shapes and overlap
-            y = _small_out(x, out, x.dtype)
-            if y is not None:
-                bits = np.empty((x.size + 7) // 8, np.uint8)
-                if _numba_engine.kernel_for(name, "checked")(x, y, bits, _ZERO[x.dtype]):
-                    return y, PackedMask._made(bits, x.shape, at_zero)
-            return _relu_with_mask_general(x, at_zero=at_zero, out=out)
-        y = _plain_out((x,), out, x.dtype)
-        if y is not None:
+        entry = _MASK_ENTRIES.get((name, x.dtype))
+        if entry is None:
+            entry = _mask_entry(name, x.dtype)
+        if entry and x.flags.c_contiguous and engine() is entry.engine:
             bits = np.empty((x.size + 7) // 8, np.uint8)
-            _numba().mask_forward(x.ravel(), y.ravel(), bits, _ZERO[x.dtype], at_zero)
-            return y, PackedMask._made(bits, x.shape, at_zero)
+            # the kernels check the shapes and the overlap
+            y = call_fast(entry, (x,), out, x.dtype, (bits,))
+            if y is AGAIN:
+                y = _plain_out((x,), out, x.dtype)
+                if y is not None:
+                    _numba().mask_forward(x.ravel(), y.ravel(), bits, _ZERO[x.dtype], at_zero)
+            if y is not None:
+                return y, PackedMask._made(bits, x.shape, at_zero)
     return _relu_with_mask_general(x, at_zero=at_zero, out=out)

@@ -13,7 +13,8 @@ Safety:
   serial loops of SiLU and softplus (17 and 46 ns an element against 2.7 and 6.2, float32).
 * Parallel launches take one process-wide lock. numba's ``workqueue`` threading layer aborts
   when two Python threads launch parallel kernels at once; with the lock any layer is safe, and on
-  a memory-bound kernel that already uses every core the lock costs nothing.
+  a memory-bound kernel that already uses every core the lock costs nothing. The fast path's
+  parallel calls (:func:`plan`) skip it once a launch showed a thread-safe layer (omp, tbb).
 * After ``fork()``, a child whose parent had started GNU OpenMP (numba's ``omp`` layer) cannot
   start it again; there the kernels run serially instead of aborting the child.
 * Arrays of fewer than :data:`PARALLEL_MIN` elements run the serial kernel: a parallel launch
@@ -43,12 +44,15 @@ from .adaptive import Chooser
 from .ops import OPS
 
 __all__ = [
+    "CHECKED_MAX",
     "NAME",
     "PARALLEL_MIN",
     "binary",
+    "kernel_for",
     "launch",
     "mask_backward",
     "mask_forward",
+    "plan",
     "unary",
 ]
 
@@ -64,6 +68,9 @@ PARALLEL_MIN = 1 << 16
 #: Outputs at least this large are written with non-temporal stores: they would not stay in
 #: the cache anyway, and streaming skips reading each line before overwriting it.
 STREAM_MIN_BYTES = 16 << 20
+#: Below this many elements no output can stream (8 bytes an element at most), and the fast
+#: path runs the chooser's decided variant itself (:func:`plan`, :func:`run_checked`).
+CHECKED_MAX = STREAM_MIN_BYTES // 8
 
 # An elementwise map over one array (x) or two (grad, x); the lanes load what the op reads.
 _MAP = """
@@ -92,11 +99,13 @@ def {fname}({arrays}, out, {params}):
         serial({slices}, out[s:e], {params})
 """
 
-# The fast path's small call (api.fast): C-contiguous arrays of one dtype (the caller checks
-# what the dispatcher cannot tell apart), any number of dimensions. Shapes and overlap are
-# checked here, where they cost nanoseconds against 1.3 us in Python: it returns False,
-# having written nothing, when the general path must take the call (a partial overlap is
-# computed there through a buffer; exactly in place is fine).
+# The fast path's calls below the size where streaming can pay (api.fast): C-contiguous arrays
+# of one dtype (the caller checks what the dispatcher cannot tell apart), any number of
+# dimensions. Shapes and overlap are checked here, where they cost nanoseconds against 1.3 us
+# in Python: it returns False, having written nothing, when the general path must take the
+# call (a partial overlap is computed there through a buffer; exactly in place is fine). The
+# body is the serial kernel ("checked", which LLVM inlines) or the parallel one
+# ("checked_parallel").
 _MAP_CHECKED = """
 def {fname}({arrays}, out, {params}):
     if {shapes}:
@@ -104,11 +113,7 @@ def {fname}({arrays}, out, {params}):
     n = out.size
     o = out.ctypes.data
 {overlaps}
-    out_ = out.reshape(n)
-{flats}
-    for i in range(n):
-{loads}
-        out_[i] = {expr}
+    body({flats}, out.reshape(n), {params})
     return True
 """
 _OVERLAP = """    p = {a}.ctypes.data
@@ -186,9 +191,11 @@ _MASK_BACKWARD = _MASK_BACKWARD_STREAM.replace("select8_stream(", "select8(") + 
 """
 
 
-# The fast path's small calls of the mask kernels (as _MAP_CHECKED): C-contiguous arrays of
-# any number of dimensions, checked here; False, with nothing written, sends the call to the
-# general path. y may be x itself; the bits never overlap y or out.
+# The fast path's calls of the mask kernels (as _MAP_CHECKED): C-contiguous arrays of any
+# number of dimensions, checked here; False, with nothing written, sends the call to the
+# general path. y may be x itself; the bits never overlap y or out. The arguments come in the
+# fast path's order (api.call_fast: the arrays, the output, the rest): the backward's bits
+# before grad, the forward's bits after y.
 _MASK_FORWARD_CHECKED = """
 def {fname}(x, y, bits, zero):
     n = x.size
@@ -201,21 +208,12 @@ def {fname}(x, y, bits, zero):
     b = bits.ctypes.data
     if b < o + y.nbytes and o < b + bits.nbytes:
         return False
-    x = x.reshape(n)
-    y = y.reshape(n)
-    for j in range(bits.shape[0]):
-        start = 8 * j
-        stop = min(start + 8, n)
-        byte = 0
-        for i in range(start, stop):
-            v = x[i]
-            y[i] = {relu}
-            byte |= np.uint8({passes}) << np.uint8(i - start)
-        bits[j] = byte
+    body(x.reshape(n), y.reshape(n), bits, zero)
     return True
 """
+
 _MASK_BACKWARD_CHECKED = """
-def {fname}(grad, bits, out, zero):
+def {fname}(bits, grad, out, zero):
     n = out.size
     if grad.shape != out.shape or bits.shape[0] != (n + 7) // 8:
         return False
@@ -226,12 +224,7 @@ def {fname}(grad, bits, out, zero):
     b = bits.ctypes.data
     if b < o + out.nbytes and o < b + bits.nbytes:
         return False
-    grad = grad.reshape(n)
-    out = out.reshape(n)
-    for j in range(n // 8):
-        select8(grad, bits[j], out, np.uint64(8) * np.uint64(j), zero)
-    for i in range(n - n % 8, n):  # the last partial byte
-        out[i] = select((bits[i // 8] >> np.uint8(i % 8)) & np.uint8(1), grad[i], zero)
+    body(grad.reshape(n), bits, out.reshape(n), zero)
     return True
 """
 
@@ -370,6 +363,10 @@ chooser = Chooser()
 _compile_lock = threading.Lock()
 _launch_lock = threading.Lock()
 _serial_only = False
+#: Whether parallel kernels may run without the launch lock: True once a parallel launch
+#: showed a thread-safe threading layer (omp or tbb; numba's workqueue is not), and never in
+#: a child that cannot start parallel kernels (see :func:`_after_fork_in_child`).
+lock_free = False
 
 
 def _lanes(lane: str, **fields: str) -> str:
@@ -383,19 +380,18 @@ def _param_list(op) -> str:
 
 def _source(name: str, fname: str, mode: str) -> str:
     """Python source of kernel ``name`` in ``mode`` ("serial", "parallel", "stream", or
-    "checked": the serial map for the fast path's small calls, see :data:`_MAP_CHECKED`)."""
+    "checked" and "checked_parallel": the fast path's calls, see :data:`_MAP_CHECKED`)."""
     loop = "range" if mode == "serial" else "prange"
     stream = mode == "stream"
     if name in OPS:
         op = OPS[name]
-        if mode == "checked":
+        if mode in _CHECKED:
             arrays = _ARRAYS[op.arity].split(", ")
             return _MAP_CHECKED.format(
-                fname=fname, arrays=", ".join(arrays), params=_param_list(op), expr=op.expr,
+                fname=fname, arrays=", ".join(arrays), params=_param_list(op),
                 shapes=" or ".join(f"{a}.shape != out.shape" for a in arrays),
                 overlaps="\n".join(_OVERLAP.format(a=a) for a in arrays),
-                flats="\n".join(f"    {a}_ = {a}.reshape(n)" for a in arrays),
-                loads=_LOADS[op.arity].replace("x[i]", "x_[i]").replace("grad[i]", "grad_[i]"))
+                flats=", ".join(f"{a}.reshape(n)" for a in arrays))
         if _chunked(name, mode):
             return _MAP_CHUNKED.format(
                 fname=fname, arrays=_ARRAYS[op.arity], params=_param_list(op), chunk=CHUNK,
@@ -413,11 +409,11 @@ def _source(name: str, fname: str, mode: str) -> str:
         if stream:
             return _MASK_FORWARD_STREAM.format(fname=fname, passes=fields["passes"],
                                                lanes=_lanes(_MASK_FORWARD_LANE, **fields))
-        if mode == "checked":
-            return _MASK_FORWARD_CHECKED.format(fname=fname, **fields)
+        if mode in _CHECKED:
+            return _MASK_FORWARD_CHECKED.format(fname=fname)
         return _MASK_FORWARD.format(fname=fname, loop=loop, **fields)
     if name == "mask_backward":
-        if mode == "checked":
+        if mode in _CHECKED:
             return _MASK_BACKWARD_CHECKED.format(fname=fname)
         template = _MASK_BACKWARD_STREAM if stream else _MASK_BACKWARD
         return template.format(fname=fname, loop="range" if mode == "serial" else "prange")
@@ -429,9 +425,11 @@ def _kernel(name: str, mode: str) -> Callable:
     key = (name, mode)
     kernel = _kernels.get(key)
     if kernel is None:
-        # a chunked kernel calls the serial one (compiled first: the lock is held below)
+        # a chunked kernel calls the serial one, a checked map its variant's (made first: the
+        # lock is held below)
         chunked = _chunked(name, mode)
         serial = _kernel(name, "serial") if chunked else None
+        body = _kernel(name, _CHECKED[mode]) if mode in _CHECKED else None
         with _compile_lock:
             kernel = _kernels.get(key)
             if kernel is None:
@@ -440,14 +438,20 @@ def _kernel(name: str, mode: str) -> Callable:
                 if chunked:
                     op = OPS[name]
                     namespace["serial"] = _noinline(serial, op.arity + 1 + len(op.params))
+                if body is not None:
+                    namespace["body"] = body
                 # The file name ties numba's on-disk cache to this module: it is invalidated
                 # when this file changes, and each kernel is keyed by its name and bytecode.
                 exec(compile(_source(name, fname, mode), __file__, "exec"), namespace)
-                parallel = mode not in ("serial", "checked")
+                parallel = mode in ("parallel", "stream")
                 kernel = numba.njit(parallel=parallel, cache=True, nogil=True,
                                     error_model="numpy")(namespace[fname])
                 _kernels[key] = kernel
     return kernel
+
+
+#: the fast path's checked modes, and the variant each one runs
+_CHECKED = {"checked": "serial", "checked_parallel": "parallel"}
 
 
 def _chunked(name: str, mode: str) -> bool:
@@ -526,15 +530,35 @@ def launch(name: str, out: np.ndarray, *args) -> None:
                 _kernel(name, "serial")(*_tail(name, args, head))
         else:
             _kernel(name, mode)(*args)
+        if not lock_free and mode != "serial" and not _serial_only:
+            _learn_layer()
         if timed:  # the first input's dtype and the output's name the compiled signature
             chooser.record(name, n, mode, time.perf_counter() - start,
                            (args[0].dtype.char, out.dtype.char))
 
 
+def _learn_layer() -> None:
+    """Set :data:`lock_free` from the threading layer a parallel launch started."""
+    global lock_free
+    try:
+        lock_free = numba.threading_layer() in ("omp", "tbb")
+    except ValueError:  # no parallel region ran (numba's layer starts lazily)
+        pass
+
+
 def kernel_for(name: str, mode: str) -> Callable:
     """The compiled kernel for op ``name`` in ``mode`` (``"serial"``, ``"parallel"``,
-    ``"stream"``): for callers that chose the variant themselves (the kernels' fast path)."""
+    ``"stream"``, ``"checked"``, ``"checked_parallel"``): for callers that chose the variant
+    themselves (the kernels' fast path)."""
     return _kernel(name, mode)
+
+
+def plan(name: str, n: int) -> list:
+    """The chooser's live ``[variant, calls left]`` for op ``name`` on ``n`` elements where
+    its output cannot stream (:meth:`.Chooser.plan`), for the fast path to run those calls:
+    the variant's checked kernel (:func:`kernel_for`), ``calls left`` decremented for each,
+    a parallel one only where :data:`lock_free`."""
+    return chooser.plan(name, n, "parallel")
 
 
 def _tail(name: str, args: tuple, start: int) -> tuple:
@@ -580,7 +604,7 @@ apply_tuning(_tuning.current())  # this machine's measured choices, or the defau
 
 
 def _after_fork_in_child() -> None:
-    global _launch_lock, _serial_only
+    global _launch_lock, _serial_only, lock_free
     _launch_lock = threading.Lock()  # the parent may have held it at the fork
     try:
         layer = numba.threading_layer()
@@ -588,6 +612,8 @@ def _after_fork_in_child() -> None:
         return
     if layer == "omp":
         _serial_only = True
+        lock_free = False  # the fast path's calls go back through launch (serial)
+        chooser.expire()
 
 
 if hasattr(os, "register_at_fork"):

@@ -66,12 +66,13 @@ class PackedMask:
         """A mask over ``bits`` that a kernel has just filled: a new C-contiguous uint8 array
         of the right size that nobody else holds, ``shape`` a tuple of ints, ``at_zero`` 0 or
         1 (the fast path's ``relu_with_mask``; the checks and the view of the constructor
-        cost 4 us, as much as the rest of a call on 1000 elements)."""
-        bits.flags.writeable = False
+        cost 4 us, as much as the rest of a call on 1000 elements; the slots are set through
+        their descriptors, and ``setflags``: 1.1 -> 0.6 us)."""
+        bits.setflags(write=False)
         mask = object.__new__(cls)
-        object.__setattr__(mask, "_bits", bits)
-        object.__setattr__(mask, "_shape", shape)
-        object.__setattr__(mask, "_at_zero", at_zero)
+        _SET_BITS(mask, bits)
+        _SET_SHAPE(mask, shape)
+        _SET_AT_ZERO(mask, at_zero)
         return mask
 
     def __setattr__(self, name, value):
@@ -149,3 +150,9 @@ class PackedMask:
 
     def __repr__(self) -> str:
         return f"PackedMask(shape={self.shape}, nbytes={self.nbytes}, at_zero={self.at_zero})"
+
+
+# the slots' own setters (PackedMask.__setattr__ refuses every name): for PackedMask._made
+_SET_BITS = PackedMask._bits.__set__
+_SET_SHAPE = PackedMask._shape.__set__
+_SET_AT_ZERO = PackedMask._at_zero.__set__
