@@ -5,27 +5,27 @@ thread gets the core only at the scheduler's next time slice: on a 2-core machin
 core, ``relu`` on 1e5 elements took 8 ms in parallel against 0.08 ms serially (numpy's one
 thread). No constant threshold and no tuning run foresees that; the calls can measure it.
 
-:class:`Chooser` keeps, per kernel and size class (a power of two), a moving average of the
-seconds per element of each variant it ran. It runs the faster one, and re-measures the other
-when its figure is older than :data:`STALE` seconds (longer for a variant whose calls cost much
-more, so that re-measuring takes at most :data:`BUDGET` of the time): at most one exploratory
-call per size class every few seconds, so a steady loop pays almost nothing for it, and a
-machine whose load changes is followed within seconds. The first call of a size class runs the
-engine's default choice. The candidates are the default and serial; a fused kernel that can
-stream has three (streaming, parallel, serial), since whether LLVM vectorises its unrolled
-streaming lanes depends on the expression.
+:class:`Chooser` keeps, per kernel and size class (a power of two), the seconds per element of
+each variant it ran: the median of its last :data:`WINDOW` timed calls. It runs the faster one,
+and re-measures the other when its figure is older than :data:`STALE` seconds (longer for a
+variant whose calls cost much more, so that re-measuring takes at most :data:`BUDGET` of the
+time): at most one exploratory call per size class every half second or more, so a steady loop
+pays almost nothing for it, and a machine whose load changes is followed within a second. The
+first call of a size class runs the engine's default choice. The candidates are the default and
+serial; a fused kernel that can stream has three (streaming, parallel, serial), since whether
+LLVM vectorises its unrolled streaming lanes depends on the expression.
 
 A call's time depends on the variant that ran before it: after serial calls, the input is in
 one core's cache and the thread pool's threads sleep. ``relu_grad`` on 1e5 float32 took 8 us
 in parallel call after call, but 42-63 us as the first parallel call after serial ones (17-21
 us with the threads woken first: the other half of the input was in the other core's L2). So
 the first call of a variant after another one ran is not timed; the next call chooses again,
-and is. A kernel re-measured after two seconds of serial calls no longer loses by that.
+and is. A kernel re-measured after a run of serial calls no longer loses by that.
 
 A fresh figure (the first for a variant, or the first after it went stale) takes two calls and
 keeps the faster of them, and a variant that lost on one call is run once more: one slow call
 (the first touch of a new output array on a VM: 25 ms for 8 MB, against 0.3 ms per later call)
-would otherwise have kept the parallel kernel off for two seconds, and the serial one ran at
+would otherwise have kept the parallel kernel off until it went stale, and the serial one ran at
 half its speed meanwhile (the matrix's ``relu out=`` row, 0.21x at 2e6 float32).
 """
 
@@ -34,18 +34,18 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-__all__ = ["BUDGET", "CAP", "SAMPLE", "SETTLE_CALLS", "STALE", "Chooser", "settle"]
+__all__ = ["BUDGET", "SAMPLE", "SETTLE_CALLS", "STALE", "WINDOW", "Chooser", "settle"]
 
-#: a variant's figure older than this (seconds) is measured again
-STALE = 2.0
+#: a variant's figure older than this (seconds) is measured again. 2 s held a figure taken
+#: in a slow moment (a parallel call at 29 us on 1e5 float32 elements, against 7.8 us call
+#: after call) through a whole benchmark cell; :data:`BUDGET` still bounds what it costs
+STALE = 0.5
 #: one call in this many per kernel and size class is chosen and timed (see Chooser.decide)
 SAMPLE = 8
 #: at most this fraction of the time goes to re-measuring the slower variant
 BUDGET = 0.01
-#: weight of a new observation in the moving average
-WEIGHT = 0.5
-#: one observation counts at most this many times the figure it updates
-CAP = 2.0
+#: a variant's figure is the median of its last this many timed calls (of two, the faster)
+WINDOW = 3
 #: untimed calls that take a kernel through its exploration (see :func:`settle`): with three
 #: candidates the chooser's last call of a losing variant is the 12th and the first call of
 #: the winner after it, untimed, the 13th (two candidates: the 7th and 8th);
@@ -76,6 +76,7 @@ class Chooser:
         # a kernel is named by any hashable (the fused kernels by their plan)
         self.figures: dict[tuple, tuple[float, float, int]] = {}
         self._compiled: set[tuple] = set()  # call signatures that have run once
+        self._samples: dict[tuple, list[float]] = {}  # key of figures -> its last calls
         self._last: dict[tuple, list] = {}  # (kernel, size, default) -> [variant, calls left]
 
     def decide(self, name, n: int, default: str,
@@ -163,14 +164,21 @@ class Chooser:
         now = self.clock()
         old = self.figures.get(key)
         if old is None or now - old[1] > STALE:  # nothing recent: the new time replaces it
-            self.figures[key] = (per_element, now, 1)
-        elif old[2] == 1:  # a fresh figure's second call: the faster of the two
-            self.figures[key] = (min(per_element, old[0]), now, 2)
-        else:  # one call counts at most CAP times the figure: a stray 1 ms call (another
-            # process, an interrupt) among 8 us ones kept the parallel kernel off for 2 s;
-            # a busy core, slow call after call, still turns the choice within a few calls
-            per_element = min(per_element, CAP * old[0])
-            self.figures[key] = (WEIGHT * per_element + (1 - WEIGHT) * old[0], now, old[2] + 1)
+            samples = self._samples[key] = [per_element]
+        else:
+            samples = self._samples[key]
+            samples.append(per_element)
+            del samples[:-WINDOW]
+        # The median of the last WINDOW calls (of two, the faster): one stray call (another
+        # process, an interrupt, the first call after other work) moves nothing, and a busy
+        # core, slow call after call, turns the choice in two calls. The moving average with
+        # a cap that came before let one 2x call keep the parallel kernel off until its figure
+        # went stale: in the benchmark matrix the 1e5 cells chose serial for 377 of 1092
+        # timed calls, and for 838 of 1127 in the next cell, with parallel calls at 9-10 us
+        # and serial ones at 11-13.
+        figure = sorted(samples)[1] if len(samples) == WINDOW else min(samples)
+        self.figures[key] = (figure, now, 1 if old is None or len(samples) == 1
+                             else old[2] + 1)
 
 
 def _retry(loser: tuple[float, float, int], winner: tuple[float, float, int], n: int,

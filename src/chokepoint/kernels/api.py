@@ -509,7 +509,8 @@ def _generate(kernel: Kernel):
     # each function call or tuple in between costs 0.1 us, of about 2 us a call on 1000
     # elements
     x = arrays[-1]
-    key = f"({x}.dtype, {packed}, {packed_types})" if kernel.params else f"{x}.dtype"
+    # one flat tuple: the values and their types (True == 1 == 1.0 hash alike)
+    key = f"({x}.dtype, {params}, {types})" if kernel.params else f"{x}.dtype"
     look = (f"        try:\n"
             f"            entry = _entries[key := {key}]\n"
             f"        except KeyError:\n"
