@@ -8,6 +8,10 @@ Run: ``flock /tmp/chokepoint-bench.lock .venv/bin/python benchmarks/busy_core.py
 Prints, for relu and relu_backward on 3e7 float32 and float64 elements (into ``out=``), the
 median per call of: serial, parallel (static), parallel with chunks of 2**16 and 2**18
 elements, alternated in one process; first on an idle machine, then with one busy core.
+Then the public ``chokepoint.relu(x, out=o)`` against the serial kernel alone and
+``np.maximum(x, 0, out=o)`` on 1e5 and 2e6 float32 elements, idle and busy: there the kernels'
+chooser (``kernels/adaptive.py``) must turn to the serial kernel by itself (a call no slower
+than the serial kernel's), and each call is the fast path's (``api.call_fast``).
 """
 
 from __future__ import annotations
@@ -83,5 +87,52 @@ def main() -> None:
                     spinner.join()
 
 
+def _blocks(cases: dict, rounds: int = 15, seconds: float = 0.02) -> dict:
+    """Per callable, the median over ``rounds`` of the mean call in a block of ``seconds``,
+    the blocks alternated (as the benchmark matrix times its cells)."""
+    means = {k: [] for k in cases}
+    for fn in cases.values():
+        for _ in range(50):
+            fn()
+    for _ in range(rounds):
+        for k, fn in cases.items():
+            calls, start = 0, time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                fn()
+                calls += 1
+            means[k].append((time.perf_counter() - start) / calls)
+    return {k: statistics.median(v) for k, v in means.items()}
+
+
+def public() -> None:
+    import chokepoint
+
+    rng = np.random.default_rng(1)
+    for n in (100_000, 2_000_000):
+        x = rng.standard_normal(n).astype(np.float32)
+        out = np.empty_like(x)
+        serial = engine_numba.kernel_for("relu", "serial")  # the same for every n
+        cases = {"chokepoint.relu": lambda x=x, out=out: chokepoint.relu(x, out=out),
+                 "serial kernel": lambda x=x, out=out, k=serial: k(x, out, np.float32(0)),
+                 "np.maximum": lambda x=x, out=out: np.maximum(x, 0, out=out)}
+        for label, busy in (("idle", False), ("one busy core", True)):
+            stop = mp.Event()
+            spinner = mp.Process(target=_spin, args=(stop,), daemon=True) if busy else None
+            if spinner:
+                spinner.start()
+                time.sleep(0.5)
+            try:
+                result = _blocks(cases)
+            finally:
+                if spinner:
+                    stop.set()
+                    spinner.join()
+            ours, serial_s, peer = (result[k] for k in cases)
+            print(f"float32  {n:>9,} relu out=  {label:14} ours {ours * 1e6:7.1f} us, serial "
+                  f"kernel {serial_s * 1e6:7.1f} us ({serial_s / ours:.2f}x), np.maximum "
+                  f"{peer * 1e6:7.1f} us ({peer / ours:.2f}x)", flush=True)
+
+
 if __name__ == "__main__":
     main()
+    public()

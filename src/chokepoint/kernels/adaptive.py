@@ -6,14 +6,15 @@ core, ``relu`` on 1e5 elements took 8 ms in parallel against 0.08 ms serially (n
 thread). No constant threshold and no tuning run foresees that; the calls can measure it.
 
 :class:`Chooser` keeps, per kernel and size class (a power of two), the seconds per element of
-each variant it ran: the median of its last :data:`WINDOW` timed calls. It runs the faster one,
-and re-measures the other when its figure is older than :data:`STALE` seconds (longer for a
-variant whose calls cost much more, so that re-measuring takes at most :data:`BUDGET` of the
-time): at most one exploratory call per size class every half second or more, so a steady loop
-pays almost nothing for it, and a machine whose load changes is followed within a second. The
-first call of a size class runs the engine's default choice. The candidates are the default and
-serial; a fused kernel that can stream has three (streaming, parallel, serial), since whether
-LLVM vectorises its unrolled streaming lanes depends on the expression.
+each variant it ran: its mean call over the last few decisions (:data:`WINDOW`). It runs the
+faster one, and re-measures the other when its figure is older than :data:`STALE` seconds
+(longer for a variant whose calls cost much more, so that re-measuring takes at most
+:data:`BUDGET` of the time): at most one exploratory call per size class every half second or
+more, so a steady loop pays almost nothing for it, and a machine whose load changes is followed
+within a second. The first call of a size class runs the engine's default choice. The
+candidates are the default and serial; a fused kernel that can stream has three (streaming,
+parallel, serial), since whether LLVM vectorises its unrolled streaming lanes depends on the
+expression.
 
 A call's time depends on the variant that ran before it: after serial calls, the input is in
 one core's cache and the thread pool's threads sleep. ``relu_grad`` on 1e5 float32 took 8 us
@@ -44,8 +45,9 @@ STALE = 0.5
 SAMPLE = 8
 #: at most this fraction of the time goes to re-measuring the slower variant
 BUDGET = 0.01
-#: a variant's figure is the median of its last this many timed calls (of two, the faster)
-WINDOW = 3
+#: a variant's figure is the mean call over its last this many entries (a timed call, or the
+#: calls between two decisions)
+WINDOW = 4
 #: untimed calls that take a kernel through its exploration (see :func:`settle`): with three
 #: candidates the chooser's last call of a losing variant is the 12th and the first call of
 #: the winner after it, untimed, the 13th (two candidates: the 7th and 8th);
@@ -94,35 +96,40 @@ class Chooser:
         if last[1] > 0:
             last[1] -= 1
             return last[0], False
+        if last[3]:  # the untimed calls the caller timed (see plan): one figure's worth
+            self._add((name, n.bit_length(), last[0]), last[2] / max(n, 1), last[3])
         variant, settled = self._choice(name, n, (default, *others))
         if last[0] is not None and last[0] != variant:
             # the first call after another variant: its data are in the other variant's
             # caches (see the module notes), so it is not timed and the next call chooses again
-            last[:] = [variant, 0]
+            last[:] = [variant, 0, 0.0, 0]
             return variant, False
         # a variant run to be measured runs once: the next call chooses again
-        last[:] = [variant, SAMPLE - 1 if settled else 0]
+        last[:] = [variant, SAMPLE - 1 if settled else 0, 0.0, 0]
         return variant, True
 
     def plan(self, name, n: int, default: str,
              others: tuple[str, ...] = ("serial",)) -> list:
         """The live decision for kernel ``name``'s size class of ``n``: ``[variant, calls
-        left]``, the variant (None before the first decision) that the next ``calls left``
-        calls run untimed. :meth:`decide` updates this list in place, so a caller may keep it
-        and run those calls itself (the kernels' fast path: a decrement and a look-up instead
-        of a call here), decrementing ``calls left`` for each, and call :meth:`decide` when it
-        is 0."""
+        left, seconds, calls]``: the variant (None before the first decision) that the next
+        ``calls left`` calls run untimed. :meth:`decide` updates this list in place, so a
+        caller may keep it and run those calls itself (the kernels' fast path: a decrement
+        and a look-up instead of a call here), decrementing ``calls left`` for each, and call
+        :meth:`decide` when it is 0. A caller that times those calls adds each one's seconds
+        to ``seconds`` and 1 to ``calls``: the next decision counts them (a busy core makes 1
+        parallel call in 20 wait 4-8 ms for a time slice, which the one timed call in
+        :data:`SAMPLE` mostly misses)."""
         key = (name, n.bit_length(), default, others)
         last = self._last.get(key)
         if last is None:
-            last = self._last[key] = [None, 0]
+            last = self._last[key] = [None, 0, 0.0, 0]
         return last
 
     def expire(self) -> None:
         """End every decision now: the next call of each kernel chooses again (after a fork,
         where the parent's parallel choices may not run)."""
         for last in self._last.values():
-            last[1] = 0
+            last[1:] = [0, 0.0, 0]
 
     def choose(self, name, n: int, default: str, others: tuple[str, ...] = ("serial",)) -> str:
         """The variant to run for kernel ``name`` on ``n`` elements: ``default`` (the engine's
@@ -159,26 +166,34 @@ class Chooser:
         if compiled not in self._compiled:
             self._compiled.add(compiled)
             return
-        key = (name, n.bit_length(), variant)
-        per_element = seconds / max(n, 1)
+        self._add((name, n.bit_length(), variant), seconds / max(n, 1), 1)
+
+    def _add(self, key: tuple, seconds: float, calls: int) -> None:
+        """``calls`` calls of ``key`` (kernel, size class, variant) took ``seconds`` per
+        element in all."""
         now = self.clock()
         old = self.figures.get(key)
         if old is None or now - old[1] > STALE:  # nothing recent: the new time replaces it
-            samples = self._samples[key] = [per_element]
+            samples = self._samples[key] = [(seconds, calls)]
+            count = 1
         else:
             samples = self._samples[key]
-            samples.append(per_element)
+            samples.append((seconds, calls))
+            if old[2] == 1:  # a fresh figure's second entry: the faster of the two (the
+                # first touch of a new output: one call 80x slower than the ones after it)
+                samples[:] = [min(samples, key=lambda entry: entry[0] / entry[1])]
             del samples[:-WINDOW]
-        # The median of the last WINDOW calls (of two, the faster): one stray call (another
-        # process, an interrupt, the first call after other work) moves nothing, and a busy
-        # core, slow call after call, turns the choice in two calls. The moving average with
-        # a cap that came before let one 2x call keep the parallel kernel off until its figure
-        # went stale: in the benchmark matrix the 1e5 cells chose serial for 377 of 1092
-        # timed calls, and for 838 of 1127 in the next cell, with parallel calls at 9-10 us
-        # and serial ones at 11-13.
-        figure = sorted(samples)[1] if len(samples) == WINDOW else min(samples)
-        self.figures[key] = (figure, now, 1 if old is None or len(samples) == 1
-                             else old[2] + 1)
+            count = old[2] + 1
+        # The mean call over the last WINDOW entries (a timed call, or the calls of a
+        # decision's period). A busy core makes a few calls very slow: those count by their
+        # share of the calls (a median of three timed calls was blind to it: 1 parallel call
+        # in 20 on 2e6 elements took 4-8 ms, the rest 0.2 ms, and half the time went to
+        # those). One stray call moves the figure by its share of some 30 calls: the moving
+        # average of timed calls that came before let one 2x call keep the parallel kernel
+        # off until it went stale (the benchmark matrix's 1e5 cells ran serial for 377 of
+        # 1092 timed calls, with parallel calls at 9-10 us and serial ones at 11-13).
+        figure = sum(total for total, _ in samples) / sum(made for _, made in samples)
+        self.figures[key] = (figure, now, count)
 
 
 def _retry(loser: tuple[float, float, int], winner: tuple[float, float, int], n: int,

@@ -426,6 +426,7 @@ def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tupl
     n = x.size
     numba_engine = entry.engine
     timed = False
+    period = None  # the plan whose untimed calls this one counts in (see Chooser.plan)
     if n < numba_engine.PARALLEL_MIN:
         kernel = entry.serial
     elif n < numba_engine.CHECKED_MAX and numba_engine.lock_free:
@@ -435,6 +436,7 @@ def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tupl
         if plan[1] > 0:
             plan[1] -= 1
             variant = plan[0]
+            period = plan
         else:
             variant, timed = numba_engine.chooser.decide(entry.op, n, "parallel")
         kernel = entry.serial if variant == "serial" else entry.parallel or entry.made_parallel()
@@ -446,14 +448,18 @@ def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tupl
         flags = out.flags
         if out.dtype is not dtype or not flags.c_contiguous or not flags.writeable:
             return None
-    if not timed:
+    if not timed and period is None:
         return out if kernel(*arrays, out, *extra, *entry.constants) else None
     start = time.perf_counter()
     if not kernel(*arrays, out, *extra, *entry.constants):
         return None
-    # the checked kernels' own signature: their first call compiles, or loads from disk
-    numba_engine.chooser.record(entry.op, n, variant, time.perf_counter() - start,
-                                ("checked", x.dtype.char, dtype.char))
+    seconds = time.perf_counter() - start
+    if period is not None:
+        period[2] += seconds
+        period[3] += 1
+    else:  # the checked kernels' own signature: their first call compiles, or loads
+        numba_engine.chooser.record(entry.op, n, variant, seconds,
+                                    ("checked", x.dtype.char, dtype.char))
     return out
 
 

@@ -520,8 +520,10 @@ def launch(name: str, out: np.ndarray, *args) -> None:
         wide = "stream" if inputs is not None and _streamable(out, inputs) else "parallel"
         # serial or parallel from what the calls took on this machine, now (a busy core makes
         # a parallel call wait for a time slice): see .adaptive
+        period = chooser.plan(name, n, wide)  # its untimed calls count too (Chooser.plan)
+        counted = period[1] > 0
         mode, timed = chooser.decide(name, n, wide)
-        start = time.perf_counter() if timed else 0.0
+        start = time.perf_counter()
         if mode == "stream":
             _kernel(name, "stream")(*args)
             # the tail of n % 8 elements (the serial kernels take any range)
@@ -530,11 +532,14 @@ def launch(name: str, out: np.ndarray, *args) -> None:
                 _kernel(name, "serial")(*_tail(name, args, head))
         else:
             _kernel(name, mode)(*args)
+        seconds = time.perf_counter() - start
         if not lock_free and mode != "serial" and not _serial_only:
             _learn_layer()
         if timed:  # the first input's dtype and the output's name the compiled signature
-            chooser.record(name, n, mode, time.perf_counter() - start,
-                           (args[0].dtype.char, out.dtype.char))
+            chooser.record(name, n, mode, seconds, (args[0].dtype.char, out.dtype.char))
+        elif counted:
+            period[2] += seconds
+            period[3] += 1
 
 
 def _learn_layer() -> None:
