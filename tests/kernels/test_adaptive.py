@@ -5,7 +5,7 @@ import pytest
 
 import chokepoint
 from chokepoint.kernels import engine_numba
-from chokepoint.kernels.adaptive import BUDGET, SAMPLE, SETTLE_CALLS, STALE, Chooser
+from chokepoint.kernels.adaptive import BUDGET, PERIOD, SAMPLE, SETTLE_CALLS, STALE, Chooser
 
 
 def warm(c, name, n):
@@ -128,20 +128,29 @@ def test_one_call_in_sample_chooses_and_is_timed():
     warm(c, "relu", n)
     # without figures every call chooses (and is timed): the default
     assert [c.decide("relu", n, "parallel") for _ in range(3)] == [("parallel", True)] * 3
-    c.record("relu", n, "parallel", 1e-4)
-    c.record("relu", n, "parallel", 1e-4)
+    c.record("relu", n, "parallel", PERIOD)  # calls this long: a decision every SAMPLE
+    c.record("relu", n, "parallel", PERIOD)
     # the first call after another variant is not timed (the data sit in that one's caches)
     assert c.decide("relu", n, "parallel") == ("serial", False)
     # a variant run to be measured runs once, then the next call chooses again
     assert c.decide("relu", n, "parallel") == ("serial", True)
-    c.record("relu", n, "serial", 8e-3)
+    c.record("relu", n, "serial", 80 * PERIOD)
     assert c.decide("relu", n, "parallel") == ("serial", True)  # lost on one call: once more
-    c.record("relu", n, "serial", 8e-3)
+    c.record("relu", n, "serial", 80 * PERIOD)
     assert c.decide("relu", n, "parallel") == ("parallel", False)  # back: untimed again
     # settled on parallel: one call in SAMPLE chooses and is timed
     decisions = [c.decide("relu", n, "parallel") for _ in range(2 * SAMPLE)]
     assert [timed for _, timed in decisions] == ([True] + [False] * (SAMPLE - 1)) * 2
     assert {variant for variant, _ in decisions} == {"parallel"}
+    # shorter calls: one decision in as many as take PERIOD (a decision costs microseconds)
+    clock.now += STALE + 1
+    for _ in range(4):
+        variant, timed = c.decide("relu", n, "parallel")
+        if timed:
+            c.record("relu", n, variant, {"parallel": PERIOD / 40, "serial": PERIOD}[variant])
+    timed = [c.decide("relu", n, "parallel")[1] for _ in range(200)]
+    first = timed.index(True, 10)  # settled by then
+    assert timed[first:first + 80] == ([True] + [False] * 39) * 2
     assert c.decide("relu", 1000, "parallel") == ("parallel", True)  # another size class
     # a call whose output cannot stream never gets a variant decided for one that can
     assert c.decide("relu", n, "stream")[0] == "stream"
@@ -187,22 +196,22 @@ def test_a_stray_call_counts_by_its_share_and_a_busy_core_by_its_own():
     c = Chooser(clock)
     n = 100_000
     warm(c, "relu", n)
-    cost = {"parallel": 8e-6, "serial": 10e-6}
-    for _ in range(60):
+    cost = {"parallel": 8e-6, "serial": 10e-6}  # a decision every PERIOD / 8e-6 calls
+    for _ in range(600):
         _call(c, "relu", n, cost.get)
     assert _call(c, "relu", n, cost.get) == "parallel"
     # an interrupt: one call 5x the usual, then the usual: parallel throughout
     runs = [_call(c, "relu", n, lambda v: 40e-6 if v == "parallel" else cost[v])]
-    runs += [_call(c, "relu", n, cost.get) for _ in range(60)]
+    runs += [_call(c, "relu", n, cost.get) for _ in range(600)]
     assert set(runs) == {"parallel"}
     # a busy core: 1 parallel call in 10 waits 4 ms for a time slice; the untimed calls
-    # between the decisions count too, and serial takes over within a few periods
+    # between the decisions count too, and serial takes over at the next decision
     calls = iter(range(10**6))
     busy = {"parallel": lambda: 4e-3 if next(calls) % 10 == 9 else 8e-6,
             "serial": lambda: 10e-6}
-    runs = [_call(c, "relu", n, lambda v: busy[v]()) for _ in range(5 * SAMPLE)]
+    runs = [_call(c, "relu", n, lambda v: busy[v]()) for _ in range(300)]
     assert runs[-SAMPLE:] == ["serial"] * SAMPLE
-    assert c.figures[("relu", n.bit_length(), "parallel")][0] * n > 100e-6
+    assert c.figures[("relu", n.bit_length(), "parallel")][0] * n > 2 * cost["serial"]
 
 
 @pytest.mark.parametrize(("others", "fastest"), [
@@ -236,14 +245,15 @@ def test_the_plan_is_the_live_decision():
     warm(c, "relu", n)
     plan = c.plan("relu", n, "parallel")
     assert plan == [None, 0, 0.0, 0]
+    cost = {"parallel": PERIOD, "serial": 3 * PERIOD}  # calls long enough for SAMPLE
     for _ in range(4):  # parallel twice, serial twice: both measured
         variant, timed = c.decide("relu", n, "parallel")
         if timed:
-            c.record("relu", n, variant, {"parallel": 1e-5, "serial": 3e-5}[variant])
+            c.record("relu", n, variant, cost[variant])
     while plan[1] == 0:
         variant, timed = c.decide("relu", n, "parallel")
         if timed:
-            c.record("relu", n, variant, {"parallel": 1e-5, "serial": 3e-5}[variant])
+            c.record("relu", n, variant, cost[variant])
     assert plan[:2] == ["parallel", SAMPLE - 1] and c.plan("relu", n, "parallel") is plan
     assert c.decide("relu", n, "parallel") == ("parallel", False) and plan[1] == SAMPLE - 2
     assert c.plan("relu", 2 * n, "parallel") is not plan  # another size class

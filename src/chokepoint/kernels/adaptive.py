@@ -35,7 +35,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-__all__ = ["BUDGET", "SAMPLE", "SETTLE_CALLS", "STALE", "WINDOW", "Chooser", "settle"]
+__all__ = ["BUDGET", "PERIOD", "PERIOD_CAP", "SAMPLE", "SETTLE_CALLS", "STALE", "WINDOW",
+           "Chooser", "settle"]
 
 #: a variant's figure older than this (seconds) is measured again. 2 s held a figure taken
 #: in a slow moment (a parallel call at 29 us on 1e5 float32 elements, against 7.8 us call
@@ -43,11 +44,19 @@ __all__ = ["BUDGET", "SAMPLE", "SETTLE_CALLS", "STALE", "WINDOW", "Chooser", "se
 STALE = 0.5
 #: one call in this many per kernel and size class is chosen and timed (see Chooser.decide)
 SAMPLE = 8
+#: or one in as many as take this long (seconds), when that is more: a decision costs about
+#: 5 us of Python, and the calls between them (a few us on 1e5 elements) are cheap
+PERIOD = 1e-3
 #: at most this fraction of the time goes to re-measuring the slower variant
 BUDGET = 0.01
 #: a variant's figure is the mean call over its last this many entries (a timed call, or the
 #: calls between two decisions)
 WINDOW = 4
+#: the calls between two decisions count at most this many times the figure they update: a
+#: new dtype's first call compiles its kernel (seconds) or loads it (milliseconds), and only
+#: the timed calls know which call is a first one (:meth:`Chooser.record`); a busy core's
+#: slow calls make a period 4x slower, not 50x
+PERIOD_CAP = 50.0
 #: untimed calls that take a kernel through its exploration (see :func:`settle`): with three
 #: candidates the chooser's last call of a losing variant is the 12th and the first call of
 #: the winner after it, untimed, the 13th (two candidates: the 7th and 8th);
@@ -85,10 +94,12 @@ class Chooser:
                others: tuple[str, ...] = ("serial",)) -> tuple[str, bool]:
         """The variant for this call, and whether to time it (then :meth:`record` it).
 
-        One call in :data:`SAMPLE` per kernel and size class makes the choice (:meth:`choose`)
-        and is timed; the calls between run the same variant untimed. Choosing and recording
-        cost about 2.6 us, a seventh of a 1e5-element call. A variant run only to be measured
-        (a slower one, re-measured) runs for that one call: the next call chooses again.
+        One call in :data:`SAMPLE` per kernel and size class, or in as many as take
+        :data:`PERIOD` seconds when that is more, makes the choice (:meth:`choose`) and is
+        timed; the calls between run the same variant untimed (by the chooser: see
+        :meth:`plan`). Choosing and recording cost about 5 us in Python on a 2-core VM, half
+        a 1e5-element call. A variant run only to be measured (a slower one, re-measured)
+        runs for that one call: the next call chooses again.
         """
         # the candidates too: the default is this call's (streaming only where this out can
         # stream), and a variant decided for one call must be one this call can run
@@ -97,7 +108,12 @@ class Chooser:
             last[1] -= 1
             return last[0], False
         if last[3]:  # the untimed calls the caller timed (see plan): one figure's worth
-            self._add((name, n.bit_length(), last[0]), last[2] / max(n, 1), last[3])
+            key = (name, n.bit_length(), last[0])
+            seconds = last[2] / max(n, 1)
+            old = self.figures.get(key)
+            if old is not None:  # a first call among them (a new dtype) compiled its kernel
+                seconds = min(seconds, PERIOD_CAP * old[0] * last[3])
+            self._add(key, seconds, last[3])
         variant, settled = self._choice(name, n, (default, *others))
         if last[0] is not None and last[0] != variant:
             # the first call after another variant: its data are in the other variant's
@@ -105,7 +121,11 @@ class Chooser:
             last[:] = [variant, 0, 0.0, 0]
             return variant, False
         # a variant run to be measured runs once: the next call chooses again
-        last[:] = [variant, SAMPLE - 1 if settled else 0, 0.0, 0]
+        calls = 0  # after this one
+        if settled:  # SAMPLE calls, or as many as take PERIOD
+            call = self.figures[name, n.bit_length(), variant][0] * n
+            calls = max(SAMPLE, round(PERIOD / call) if call > 0 else SAMPLE) - 1
+        last[:] = [variant, calls, 0.0, 0]
         return variant, True
 
     def plan(self, name, n: int, default: str,
@@ -170,20 +190,29 @@ class Chooser:
 
     def _add(self, key: tuple, seconds: float, calls: int) -> None:
         """``calls`` calls of ``key`` (kernel, size class, variant) took ``seconds`` per
-        element in all."""
+        element in all. (Written out plainly: the fast path makes a decision, with this
+        called once or twice, every eighth call; with generator sums it cost 8 us.)"""
         now = self.clock()
         old = self.figures.get(key)
         if old is None or now - old[1] > STALE:  # nothing recent: the new time replaces it
-            samples = self._samples[key] = [(seconds, calls)]
+            entries = self._samples[key] = [(seconds, calls)]
             count = 1
         else:
-            samples = self._samples[key]
-            samples.append((seconds, calls))
+            entries = self._samples[key]
             if old[2] == 1:  # a fresh figure's second entry: the faster of the two (the
                 # first touch of a new output: one call 80x slower than the ones after it)
-                samples[:] = [min(samples, key=lambda entry: entry[0] / entry[1])]
-            del samples[:-WINDOW]
+                if seconds * entries[0][1] < entries[0][0] * calls:
+                    entries[0] = (seconds, calls)
+            else:
+                entries.append((seconds, calls))
+                if len(entries) > WINDOW:
+                    del entries[0]
             count = old[2] + 1
+        total = 0.0
+        made = 0
+        for entry_seconds, entry_calls in entries:
+            total += entry_seconds
+            made += entry_calls
         # The mean call over the last WINDOW entries (a timed call, or the calls of a
         # decision's period). A busy core makes a few calls very slow: those count by their
         # share of the calls (a median of three timed calls was blind to it: 1 parallel call
@@ -192,8 +221,7 @@ class Chooser:
         # average of timed calls that came before let one 2x call keep the parallel kernel
         # off until it went stale (the benchmark matrix's 1e5 cells ran serial for 377 of
         # 1092 timed calls, with parallel calls at 9-10 us and serial ones at 11-13).
-        figure = sum(total for total, _ in samples) / sum(made for _, made in samples)
-        self.figures[key] = (figure, now, count)
+        self.figures[key] = (total / made, now, count)
 
 
 def _retry(loser: tuple[float, float, int], winner: tuple[float, float, int], n: int,

@@ -401,6 +401,7 @@ def small_entry(kernel: Kernel | str, dtype: np.dtype, values: tuple = (),
 
 #: :func:`call_fast`'s answer for a call that the launcher must take (:func:`fast`)
 AGAIN = object()
+_clock = time.perf_counter
 
 
 def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tuple = ()):
@@ -430,9 +431,10 @@ def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tupl
     if n < numba_engine.PARALLEL_MIN:
         kernel = entry.serial
     elif n < numba_engine.CHECKED_MAX and numba_engine.lock_free:
-        plan = entry.plans.get(n.bit_length())
+        size = n.bit_length()
+        plan = entry.plans.get(size)
         if plan is None:
-            plan = entry.plans[n.bit_length()] = numba_engine.plan(entry.op, n)
+            plan = entry.plans[size] = numba_engine.plan(entry.op, n)
         if plan[1] > 0:
             plan[1] -= 1
             variant = plan[0]
@@ -450,10 +452,10 @@ def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tupl
             return None
     if not timed and period is None:
         return out if kernel(*arrays, out, *extra, *entry.constants) else None
-    start = time.perf_counter()
+    start = _clock()
     if not kernel(*arrays, out, *extra, *entry.constants):
         return None
-    seconds = time.perf_counter() - start
+    seconds = _clock() - start
     if period is not None:
         period[2] += seconds
         period[3] += 1
