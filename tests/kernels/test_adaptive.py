@@ -214,17 +214,44 @@ def test_a_stray_call_counts_by_its_share_and_a_busy_core_by_its_own():
     assert c.figures[("relu", n.bit_length(), "parallel")][0] * n > 2 * cost["serial"]
 
 
+def test_a_stale_loser_with_short_calls_is_measured_over_sample_calls():
+    # a parallel kernel re-measured after serial calls runs its first calls cold (threads
+    # waking, data in the other core's cache): short calls are re-measured over SAMPLE calls
+    clock = Clock()
+    c = Chooser(clock)
+    n = 100_000
+    warm(c, "relu", n)
+    cost = {"parallel": 8e-6, "serial": 12e-6}
+    for _ in range(300):
+        _call(c, "relu", n, cost.get)
+    clock.now += STALE + 1
+    runs = "".join(_call(c, "relu", n, cost.get)[0] for _ in range(300))  # p and s
+    assert "s" * SAMPLE in runs and "s" * (SAMPLE + 3) not in runs
+    assert runs.endswith("p" * 50)
+    # long calls: one call at a time (the untimed first, then two timed: a fresh figure
+    # keeps the faster of two), which costs less
+    n = 30_000_000
+    warm(c, "gelu", n)
+    long = {"parallel": 0.1, "serial": 0.12}
+    for _ in range(40):
+        _call(c, "gelu", n, long.get)
+    clock.now += 100
+    runs = "".join(_call(c, "gelu", n, long.get)[0] for _ in range(40))
+    assert "ssss" not in runs and "s" in runs
+
+
 @pytest.mark.parametrize(("others", "fastest"), [
     (("serial",), 0), (("serial",), 1),
     (("parallel", "serial"), 0), (("parallel", "serial"), 1), (("parallel", "serial"), 2)])
-def test_settle_covers_the_exploration(others, fastest):
+@pytest.mark.parametrize("scale", [1e-3, 1e-6])  # calls of milliseconds, of microseconds
+def test_settle_covers_the_exploration(others, fastest, scale):
     # after SETTLE_CALLS calls (what settle makes before a benchmark or explain times a
     # kernel), every call runs the fastest variant, whichever it is
     candidates = ("stream", *others)
     clock = Clock()
     c = Chooser(clock)
     n = 1 << 20
-    cost = {v: (1 if i == fastest else 2 + i) * 1e-3 for i, v in enumerate(candidates)}
+    cost = {v: (1 if i == fastest else 2 + i) * scale for i, v in enumerate(candidates)}
     ran = []
     for _ in range(SETTLE_CALLS + 3 * SAMPLE):
         variant, timed = c.decide("k", n, "stream", others)

@@ -121,10 +121,11 @@ class Chooser:
             last[:] = [variant, 0, 0.0, 0]
             return variant, False
         # the calls after this one: SAMPLE, or as many as take PERIOD; a variant run to be
-        # measured runs once, or SAMPLE times where its calls are short (_explore_calls)
+        # measured runs once, or when it is stale SAMPLE times where its calls are short
+        # (_explore_calls; the first exploration stays short: see SETTLE_CALLS)
         figure = self.figures.get((name, n.bit_length(), variant))
         if not settled:
-            calls = 0 if figure is None else _explore_calls(figure[0] * n) - 1
+            calls = 0 if figure is None or figure[2] < 2 else _explore_calls(figure[0] * n) - 1
         else:
             call = figure[0] * n
             calls = max(SAMPLE, round(PERIOD / call) if call > 0 else SAMPLE) - 1
