@@ -16,6 +16,7 @@ than the serial kernel's), and each call is the fast path's (``api.call_fast``).
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import statistics
 import time
@@ -69,22 +70,30 @@ def main() -> None:
         kernels = {"relu": ("relu", (x, out, zero)),
                    "relu_backward": ("relu_backward", (g, x, out, zero))}
         for label, busy in (("idle", False), ("one busy core", True)):
-            stop = mp.Event()
-            spinner = mp.Process(target=_spin, args=(stop,), daemon=True) if busy else None
-            if spinner:
-                spinner.start()
-                time.sleep(0.5)
-            try:
+            with _load(busy):
                 for kname, (name, args) in kernels.items():
                     result = _race(_variants(name, args))
                     serial = result["serial"]
                     cells = ", ".join(f"{k} {v * 1e3:.1f} ms ({serial / v:.2f}x serial)"
                                       for k, v in result.items())
                     print(f"{np.dtype(dtype).name:8} {kname:14} {label:14} {cells}", flush=True)
-            finally:
-                if spinner:
-                    stop.set()
-                    spinner.join()
+
+
+@contextlib.contextmanager
+def _load(busy: bool):
+    """Another process spinning on one core while the block runs (none when not ``busy``)."""
+    if not busy:
+        yield
+        return
+    stop = mp.Event()
+    spinner = mp.Process(target=_spin, args=(stop,), daemon=True)
+    spinner.start()
+    time.sleep(0.5)
+    try:
+        yield
+    finally:
+        stop.set()
+        spinner.join()
 
 
 def _blocks(cases: dict, rounds: int = 15, seconds: float = 0.02) -> dict:
@@ -116,17 +125,8 @@ def public() -> None:
                  "serial kernel": lambda x=x, out=out, k=serial: k(x, out, np.float32(0)),
                  "np.maximum": lambda x=x, out=out: np.maximum(x, 0, out=out)}
         for label, busy in (("idle", False), ("one busy core", True)):
-            stop = mp.Event()
-            spinner = mp.Process(target=_spin, args=(stop,), daemon=True) if busy else None
-            if spinner:
-                spinner.start()
-                time.sleep(0.5)
-            try:
+            with _load(busy):
                 result = _blocks(cases)
-            finally:
-                if spinner:
-                    stop.set()
-                    spinner.join()
             ours, serial_s, peer = (result[k] for k in cases)
             print(f"float32  {n:>9,} relu out=  {label:14} ours {ours * 1e6:7.1f} us, serial "
                   f"kernel {serial_s * 1e6:7.1f} us ({serial_s / ours:.2f}x), np.maximum "
