@@ -8,9 +8,10 @@ kernel through numba's dispatcher, the checked parallel kernel the fast path cal
 ``torch.clamp``; ``relu_grad(X, out=B)`` against its kernels and ``np.greater``.
 
 Part 2 runs the benchmark matrix's own timing of one cell (``matrix._time_cell``) three
-times, with every peer and with NumPy alone, and counts the chooser's timed calls and decided
-periods per variant: after a block of torch or numexpr calls their thread pools spin, and our
-parallel calls wait as they do beside a busy core.
+times, with every peer and with NumPy alone, and counts the chooser's timed calls per
+variant: after a block of torch or numexpr calls their thread pools spin, and our parallel
+calls wait as they do beside a busy core. Part 3 times the same cells with the variant forced
+(parallel, serial) beside the chooser's own choice.
 
 Results and what was tried: benchmarks/RESULTS.md.
 """
@@ -101,12 +102,35 @@ def chooser_in_the_matrix(ne, torch) -> None:
         chooser.record = record
 
 
+def forced_variants(ne, torch) -> None:
+    """The same cells with the chooser's choice forced to each variant, beside the chooser."""
+    chooser = engine_numba.chooser
+    choice = chooser._choice
+    try:
+        for cell in ("relu out=", "relu_grad -> uint8"):
+            _, ours, rivals = matrix._cases(N, np.dtype(np.float32), ne, torch)[cell]
+            for _ in range(2):
+                ratios = []
+                for mode in ("chooser", "parallel", "serial"):
+                    chooser._choice = choice if mode == "chooser" else (
+                        lambda name, n, candidates, _mode=mode: (_mode, True))
+                    chooser.expire()
+                    ours_s, _, peer_s = matrix._time_cell(ours, rivals, 0.02)
+                    ratios.append(f"{mode} {peer_s / ours_s:.2f}x")
+                print(f"float32 1e5 {cell:20} " + ", ".join(ratios), flush=True)
+    finally:
+        chooser._choice = choice
+        chooser.expire()
+
+
 def main() -> None:
     ne, torch = peers()
     print(f"where a {N:,}-element float32 call's time goes (median call, blocks alternated)")
     where_the_time_goes(torch)
     print("\nthe chooser in the matrix's cells")
     chooser_in_the_matrix(ne, torch)
+    print("\nthe same cells (every peer), the variant forced")
+    forced_variants(ne, torch)
 
 
 if __name__ == "__main__":
