@@ -260,3 +260,26 @@ def test_a_rewrite_saves_what_it_saved_per_call_times_the_calls_within_its_line(
     loop.update(original_s=1 * MS)  # 0.95 ms a call, ten calls: no more than the line's 2 ms
     _rewrite_savings(tr, rows, [loop], 10 * MS)
     assert loop["saved_s"] == 2 * MS
+
+
+def test_a_value_probe_that_shows_an_effect_is_timed_again(monkeypatch):
+    # a chance difference in one pair of timings (the demo once called np.clip data-dependent
+    # at 8%) must stand out of two pairs taken together; a real one does
+    from types import SimpleNamespace
+
+    from chokepoint.explain import probes
+
+    def timed(ms):
+        return Measurement([ms * MS * (1 + d) for d in (-0.01, 0.0, 0.01, -0.005, 0.005)], 1)
+
+    fake_op = SimpleNamespace(func=lambda *a, **k: None, args=(), kwargs={})
+    for second, expected in (((24.0, 24.0), False), ((28.0, 24.0), True)):
+        pairs = iter([(timed(28.0), timed(24.0)), tuple(timed(ms) for ms in second)])
+        monkeypatch.setattr(probes, "_pair", lambda *a, _p=pairs: next(_p))
+        p = probes._compared("constant", fake_op, (), {}, None, probes.ProbeSettings(), "made up")
+        assert p.base.runs == 10 and p.significant() is expected
+    # other probes are timed once
+    pairs = iter([(timed(28.0), timed(24.0))])
+    monkeypatch.setattr(probes, "_pair", lambda *a: next(pairs))
+    p = probes._compared("contiguous", fake_op, (), {}, None, probes.ProbeSettings(), "made up")
+    assert p.base.runs == 5 and p.significant()
