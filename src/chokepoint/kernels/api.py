@@ -373,7 +373,7 @@ class FastEntry:
         self.parallel = None  # the checked parallel one, made on the first call that runs it
         self.constants = constants
         self.engine = engine
-        #: size class (n.bit_length()) -> the chooser's live [variant, calls left] for it
+        #: size class (n.bit_length()) -> the chooser's live decision for it (Chooser.plan)
         self.plans: dict[int, list] = {}
 
     def made_parallel(self):

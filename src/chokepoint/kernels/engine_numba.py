@@ -69,7 +69,7 @@ PARALLEL_MIN = 1 << 16
 #: the cache anyway, and streaming skips reading each line before overwriting it.
 STREAM_MIN_BYTES = 16 << 20
 #: Below this many elements no output can stream (8 bytes an element at most), and the fast
-#: path runs the chooser's decided variant itself (:func:`plan`, :func:`run_checked`).
+#: path runs the chooser's decided variant itself (:func:`plan`).
 CHECKED_MAX = STREAM_MIN_BYTES // 8
 
 # An elementwise map over one array (x) or two (grad, x); the lanes load what the op reads.
@@ -99,7 +99,7 @@ def {fname}({arrays}, out, {params}):
         serial({slices}, out[s:e], {params})
 """
 
-# The fast path's calls below the size where streaming can pay (api.fast): C-contiguous arrays
+# The fast path's calls below the size where streaming can pay (api.call_fast): C-contiguous arrays
 # of one dtype (the caller checks what the dispatcher cannot tell apart), any number of
 # dimensions. Shapes and overlap are checked here, where they cost nanoseconds against 1.3 us
 # in Python: it returns False, having written nothing, when the general path must take the
