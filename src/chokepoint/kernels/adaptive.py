@@ -9,19 +9,21 @@ thread). No constant threshold and no tuning run foresees that; the calls can me
 each variant it ran: its mean call over the last few decisions (:data:`WINDOW`). It runs the
 faster one, and re-measures the other when its figure is older than :data:`STALE` seconds
 (longer for a variant whose calls cost much more, so that re-measuring takes at most
-:data:`BUDGET` of the time): at most one exploratory call per size class every half second or
-more, so a steady loop pays almost nothing for it, and a machine whose load changes is followed
-within a second. The first call of a size class runs the engine's default choice. The
-candidates are the default and serial; a fused kernel that can stream has three (streaming,
-parallel, serial), since whether LLVM vectorises its unrolled streaming lanes depends on the
-expression.
+:data:`BUDGET` of the time): at most one exploration (a call, or :data:`SAMPLE` short ones) per
+size class every half second or more, so a steady loop pays almost nothing for it, and a
+machine whose load changes is followed within a second. The first call of a size class runs the
+engine's default choice. The candidates are the default and serial; a fused kernel that can
+stream has three (streaming, parallel, serial), since whether LLVM vectorises its unrolled
+streaming lanes depends on the expression.
 
 A call's time depends on the variant that ran before it: after serial calls, the input is in
-one core's cache and the thread pool's threads sleep. ``relu_grad`` on 1e5 float32 took 8 us
-in parallel call after call, but 42-63 us as the first parallel call after serial ones (17-21
-us with the threads woken first: the other half of the input was in the other core's L2). So
-the first call of a variant after another one ran is not timed; the next call chooses again,
-and is. A kernel re-measured after a run of serial calls no longer loses by that.
+one core's cache and the thread pool's threads sleep. ``relu_grad`` on 1e5 float32 took 8 us in
+parallel call after call, but 42-63 us as the first parallel call after serial ones (17-21 us
+with the threads woken first: the other half of the input was in the other core's L2). So the
+first call of a variant after another one ran is not timed; the next call chooses again, and
+is. A kernel re-measured after a run of serial calls no longer loses by that, and a stale
+variant whose calls are short is re-measured over :data:`SAMPLE` calls (its first calls after
+the other variant's measured 2-3x its steady time on 1e5 elements).
 
 A fresh figure (the first for a variant, or the first after it went stale) takes two calls and
 keeps the faster of them, and a variant that lost on one call is run once more: one slow call
