@@ -288,15 +288,17 @@ def _plain_out(arrays: tuple, out, result_dtype) -> np.ndarray | None:
 
 def fast(kernel: Kernel | str, arrays: tuple, out, values: tuple, out_dtype=None,
          types: tuple | None = None):
-    """The common call of a registry kernel (or of an op without parameters), cheaply.
+    """The common call of a registry kernel (or of an op without parameters) through the
+    engine's launcher (which chooses serial, parallel or streaming): the calls that
+    :func:`call_fast` leaves to it (:data:`AGAIN`).
 
     Contiguous native float32 or float64 NumPy arrays of one shape and dtype, ``out`` None or
-    such an array (or an input itself), the numba engine: below ``PARALLEL_MIN`` elements the
-    serial kernel runs directly, above it the engine's launcher (which chooses serial, parallel
-    or streaming). Returns None for any other call: the general path then validates and runs it
-    (and raises its errors). Nothing is checked less: what the fast path accepts is what the
-    general path would accept and run the same way. ``types`` are the types of ``values``
-    when the caller has them at hand (the generated public functions write them out).
+    such an array (or an input itself), the numba engine, at least ``PARALLEL_MIN`` elements
+    (smaller ones are :func:`call_fast`'s, which the public functions try first). Returns None
+    for any other call: the general path then validates and runs it (and raises its errors).
+    Nothing is checked less: what the fast path accepts is what the general path would accept
+    and run the same way. ``types`` are the types of ``values`` when the caller has them at
+    hand (the generated public functions write them out).
     """
     x = arrays[-1]
     dtype = x.dtype
@@ -316,10 +318,9 @@ def fast(kernel: Kernel | str, arrays: tuple, out, values: tuple, out_dtype=None
         entry = _fast_entry(kernel, dtype, values, key)
     if entry is False or engine() is not _numba_engine:
         return None
-    op, run_checked, constants = entry
+    op, _, constants = entry
     if x.size < _numba_engine.PARALLEL_MIN:
-        return _small(arrays, out, dtype if out_dtype is None else out_dtype, run_checked,
-                      constants)
+        return None
     out = _plain_out(arrays, out, dtype if out_dtype is None else out_dtype)
     if out is None:
         return None
@@ -328,36 +329,6 @@ def fast(kernel: Kernel | str, arrays: tuple, out, values: tuple, out_dtype=None
     else:  # C-contiguous: ravel is a view (and 3x cheaper than reshape(-1))
         flat, flat_out = [a.ravel() for a in arrays], out.ravel()
     _numba_engine.launch(op, flat_out, *flat, flat_out, *constants)
-    return out
-
-
-def _small(arrays: tuple, out, result_dtype: np.dtype, run_checked, constants: tuple):
-    """:func:`fast` below ``PARALLEL_MIN`` elements: the serial kernel checks the shapes and
-    the overlap itself (``engine_numba._MAP_CHECKED``); here only what numba's dispatcher
-    would compile a new kernel for, or convert: the layout, the dtypes, a read-only ``out``.
-    dtypes are compared by identity: NumPy's native builtin dtypes are singletons, and any
-    other (byte-swapped, with metadata) goes to the general path."""
-    x = arrays[-1]
-    if len(arrays) > 1:
-        grad = arrays[0]
-        if type(grad) is not np.ndarray or grad.dtype is not x.dtype \
-                or not grad.flags.c_contiguous:
-            return None
-    out = _small_out(x, out, result_dtype)
-    return out if out is not None and run_checked(*arrays, out, *constants) else None
-
-
-def _small_out(x: np.ndarray, out, dtype: np.dtype) -> np.ndarray | None:
-    """Where a small fast call writes (:func:`_small`, and the mask kernels'): ``out``, or a
-    new array of ``x``'s shape and ``dtype``; None where ``x`` or ``out`` is one that numba's
-    dispatcher would convert or compile for (the shapes are the kernel's to check)."""
-    if not x.flags.c_contiguous:
-        return None
-    if out is None:
-        return np.empty(x.shape, dtype)
-    flags = out.flags
-    if out.dtype is not dtype or not flags.c_contiguous or not flags.writeable:
-        return None
     return out
 
 
@@ -408,7 +379,7 @@ def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tupl
     """A call of C-contiguous arrays of one dtype that the public functions checked inline
     (the generated ones and ``relu_grad``'s and ``relu_backward``'s, see :func:`_generate`).
 
-    Below ``PARALLEL_MIN`` elements the serial kernel runs, as :func:`_small`. Up to
+    Below ``PARALLEL_MIN`` elements the serial kernel runs. Up to
     ``CHECKED_MAX`` elements (where no output streams) the variant the engine's chooser
     decided runs, for the calls it decided it for (:func:`.engine_numba.plan`: a decrement
     and a look-up), and the calls it must time are timed here: the launcher's path
