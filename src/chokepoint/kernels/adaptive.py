@@ -89,8 +89,9 @@ class Chooser:
         # a kernel is named by any hashable (the fused kernels by their plan)
         self.figures: dict[tuple, tuple[float, float, int]] = {}
         self._compiled: set[tuple] = set()  # call signatures that have run once
-        self._samples: dict[tuple, list[float]] = {}  # key of figures -> its last calls
-        self._last: dict[tuple, list] = {}  # (kernel, size, default) -> [variant, calls left]
+        # key of figures -> its last entries: (seconds per element in all, calls)
+        self._samples: dict[tuple, list[tuple[float, int]]] = {}
+        self._last: dict[tuple, list] = {}  # (kernel, size, default, others) -> plan()
 
     def decide(self, name, n: int, default: str,
                others: tuple[str, ...] = ("serial",)) -> tuple[str, bool]:
@@ -101,7 +102,8 @@ class Chooser:
         timed; the calls between run the same variant untimed (by the chooser: see
         :meth:`plan`). Choosing and recording cost about 5 us in Python on a 2-core VM, half
         a 1e5-element call. A variant run only to be measured (a slower one, re-measured)
-        runs for that one call: the next call chooses again.
+        runs for that one call, or for :data:`SAMPLE` calls when it is stale and its calls
+        are short (:func:`_explore_calls`): then the next call chooses again.
         """
         # the candidates too: the default is this call's (streaming only where this out can
         # stream), and a variant decided for one call must be one this call can run
@@ -196,8 +198,8 @@ class Chooser:
 
     def _add(self, key: tuple, seconds: float, calls: int) -> None:
         """``calls`` calls of ``key`` (kernel, size class, variant) took ``seconds`` per
-        element in all. (Written out plainly: the fast path makes a decision, with this
-        called once or twice, every eighth call; with generator sums it cost 8 us.)"""
+        element in all. (Written out plainly: each decision calls this once or twice, and with
+        generator sums a decision cost 8 us.)"""
         now = self.clock()
         old = self.figures.get(key)
         if old is None or now - old[1] > STALE:  # nothing recent: the new time replaces it
