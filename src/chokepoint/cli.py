@@ -390,6 +390,9 @@ def _info(args: argparse.Namespace) -> int:
                       if tuned.measured_at else "defaults (run `chokepoint tune` to measure)")
     info.update(parallel_min=tuned.parallel_min, stream_maps=tuned.stream_maps,
                 stream_masks=tuned.stream_masks)
+    from .kernels import native
+
+    info["c_path"] = native.status()  # builds it on first use (about a second)
     for key, value in info.items():
         print(f"{key:24}{value}")
     return 0
@@ -415,6 +418,9 @@ def _tune(args: argparse.Namespace) -> int:
         print(f"non-temporal stores for {label}: {'yes' if getattr(tuned, key) else 'no'} "
               f"(parallel {t['parallel_s'] * 1e3:.2f} ms, streaming {t['stream_s'] * 1e3:.2f} ms)")
     print(f"cached in {tuning.cache_path()} ({ev['seconds']:.1f} s)")
+    from .kernels import native
+
+    print(f"the C path for small calls: {native.status()}")
     load, cores = ev.get("load_average"), os.cpu_count() or 1
     if load is not None and load > 0.5 * cores:
         print(f"note: the machine was busy (load average {load:.1f} on {cores} cores); the "

@@ -42,6 +42,7 @@ from .backend import engine
 from .dispatch import dispatched
 from .layout import allocation_order, flat_operands, may_share
 from .mask import PackedMask
+from .native import MAP1, MAP2, MASK_BACKWARD, MASK_FORWARD, Lane
 from .ops import OPS
 from .registry import KERNELS, NAMES, Kernel
 
@@ -336,10 +337,12 @@ class FastEntry:
     """What a public function keeps per dtype (and parameter values) to run its common calls
     itself (:func:`call_fast`): the op, its checked kernels, its constants, the engine."""
 
-    __slots__ = ("constants", "engine", "op", "parallel", "plans", "serial")
+    __slots__ = ("constants", "engine", "lane", "op", "parallel", "plans", "serial")
 
-    def __init__(self, op: str, serial, constants: tuple, engine) -> None:
+    def __init__(self, op: str, serial, constants: tuple, engine, lane: Lane | None = None
+                 ) -> None:
         self.op = op
+        self.lane = lane  # the public function's C path, filled on the first small call
         self.serial = serial  # the checked serial kernel
         self.parallel = None  # the checked parallel one, made on the first call that runs it
         self.constants = constants
@@ -354,10 +357,11 @@ class FastEntry:
 
 
 def small_entry(kernel: Kernel | str, dtype: np.dtype, values: tuple = (),
-                types: tuple = ()) -> FastEntry | bool | None:
+                types: tuple = (), lane: Lane | None = None) -> FastEntry | bool | None:
     """What a public function keeps to run its common calls itself (see :func:`call_fast`);
     False where the fast path does not take this dtype or these parameters; None (not to be
-    kept) when the engine in use is not numba's."""
+    kept) when the engine in use is not numba's. ``lane``: the function's C path (a new one
+    for these parameter values when None)."""
     if engine().NAME != "numba":
         return None
     name = kernel if type(kernel) is str else kernel.name
@@ -367,7 +371,9 @@ def small_entry(kernel: Kernel | str, dtype: np.dtype, values: tuple = (),
         entry = _fast_entry(kernel, dtype, values, key)
     if entry is False:
         return False
-    return FastEntry(entry[0], entry[1], entry[2], _numba_engine)
+    if lane is None:
+        lane = Lane(MAP2 if OPS[entry[0]].arity == 2 else MAP1)
+    return FastEntry(entry[0], entry[1], entry[2], _numba_engine, lane)
 
 
 #: :func:`call_fast`'s answer for a call that the launcher must take (:func:`fast`)
@@ -401,6 +407,9 @@ def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tupl
     period = None  # the plan whose untimed calls this one counts in (see Chooser.plan)
     if n < numba_engine.PARALLEL_MIN:
         kernel = entry.serial
+        lane = entry.lane  # the C path takes these calls once it has this dtype's kernel
+        if lane is not None and (x.dtype, dtype) not in lane.added:
+            lane.add(entry.op, x.dtype, dtype, entry.constants)
     elif n < numba_engine.CHECKED_MAX and numba_engine.lock_free:
         size = n.bit_length()
         plan = entry.plans.get(size)
@@ -412,6 +421,9 @@ def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tupl
             period = plan
         else:
             variant, timed = numba_engine.chooser.decide(entry.op, n, "parallel")
+        lane = entry.lane  # the C path runs the decided calls once it has the plan
+        if lane is not None and (x.dtype, dtype, size) not in lane.planned:
+            lane.add_plan(entry.op, x.dtype, dtype, entry.constants, size, plan)
         kernel = entry.serial if variant == "serial" else entry.parallel or entry.made_parallel()
     else:
         return AGAIN
@@ -466,6 +478,10 @@ def _defaults(kernel: Kernel) -> dict:
     return {p.name: p.default for p in kernel.params}
 
 
+def _indent(code: str) -> str:
+    return "".join(f"    {line}\n" for line in code.splitlines())
+
+
 def _generate(kernel: Kernel):
     """The public function of a registry kernel: real signature, docstring, dispatch."""
     arrays = ("grad", "x") if kernel.arity == 2 else ("x",)
@@ -490,19 +506,30 @@ def _generate(kernel: Kernel):
     x = arrays[-1]
     # one flat tuple: the values and their types (True == 1 == 1.0 hash alike)
     key = f"({x}.dtype, {params}, {types})" if kernel.params else f"{x}.dtype"
-    look = (f"        try:\n"
-            f"            entry = _entries[key := {key}]\n"
-            f"        except KeyError:\n"
-            f"            entry = _small_entry(_kernel, {x}.dtype, {packed}, {packed_types})\n"
-            f"            if entry is not None:\n"
-            f"                _entries[key] = entry\n")
+    # the C path (native.Lane): the function's own without parameters, else the entry's
+    lane = "entry.lane" if kernel.params else "_lane"
+    native = (f"native = {lane}.native\n"
+              f"if native is not None:\n"
+              f"    result = native({names}, out)\n"
+              f"    if result is not None:\n"
+              f"        return result\n")
+    look = (f"try:\n"
+            f"    entry = _entries[key := {key}]\n"
+            f"except KeyError:\n"
+            f"    entry = _small_entry(_kernel, {x}.dtype, {packed}, {packed_types}"
+            f"{'' if kernel.params else ', _lane'})\n"
+            f"    if entry is not None:\n"
+            f"        _entries[key] = entry\n")
     if kernel.params:  # an unhashable parameter (an array): the general path says what is wrong
-        look += "        except TypeError:\n            entry = False\n"
+        look += "except TypeError:\n    entry = False\n"
+        look = f"if {plain}:\n" + _indent(look + "if entry:\n" + _indent(native))
+    else:
+        look = native + f"if {plain}:\n" + _indent(look)
+    look = _indent(look)
     same = (f" and type(grad) is _ndarray and grad.dtype is {x}.dtype"
             f" and grad.flags.c_contiguous" if kernel.arity == 2 else "")
     launcher = f"_fast(_kernel, ({names},), out, {packed}, None, {packed_types})"
     public = (f"def {kernel.name}({signature}):\n"
-              f"    if {plain}:\n"
               + look +
               f"        if (entry and {x}.flags.c_contiguous{same}\n"
               f"                and _engine() is entry.engine):\n"
@@ -516,7 +543,8 @@ def _generate(kernel: Kernel):
               f"    return _general({names}, {given}out=out)\n")
     namespace = {"_run": run, "_kernel": kernel, "_fast": fast, "_ndarray": np.ndarray,
                  "_entries": {}, "_small_entry": small_entry, "_call_fast": call_fast,
-                 "_AGAIN": AGAIN, "_engine": engine}
+                 "_AGAIN": AGAIN, "_engine": engine,
+                 "_lane": Lane(MAP2 if kernel.arity == 2 else MAP1)}
     exec(compile(general, f"<chokepoint kernel {kernel.name}>", "exec"), namespace)
     func = namespace[kernel.name]
     func.__module__ = __name__
@@ -595,7 +623,14 @@ _FAST_GRAD_DTYPES = {np.dtype(t): np.dtype(t) for t in (np.bool_, np.int8, np.ui
 
 @functools.wraps(_relu_grad_general)
 def relu_grad(x, *, dtype=None, at_zero: int = 0, out=None) -> np.ndarray:
-    # the fast path for plain NumPy arrays (see fast()), else dispatch and the general path
+    # the C path (native.Lane), the fast path for plain NumPy arrays (see fast()), else
+    # dispatch and the general path
+    if dtype is None and type(at_zero) is int and (at_zero == 0 or at_zero == 1):
+        native = _GRAD_NATIVE[at_zero].native
+        if native is not None:
+            result = native(x, out)
+            if result is not None:
+                return result
     if type(x) is np.ndarray and (out is None or type(out) is np.ndarray) \
             and type(at_zero) is int:
         if dtype is None:
@@ -622,6 +657,16 @@ def relu_grad(x, *, dtype=None, at_zero: int = 0, out=None) -> np.ndarray:
     return _relu_grad_general(x, dtype=dtype, at_zero=at_zero, out=out)
 
 
+#: the C paths of the hand-written public functions, by op (see native.Lane)
+_LANES = {"relu_grad": Lane(MAP1, np.dtype(np.uint8)),
+          "relu_grad_at_zero": Lane(MAP1, np.dtype(np.uint8)),
+          "relu_backward": Lane(MAP2), "relu_backward_at_zero": Lane(MAP2),
+          "mask_forward": Lane(MASK_FORWARD), "mask_forward_at_zero": Lane(MASK_FORWARD, at_zero=1),
+          "mask_backward": Lane(MASK_BACKWARD)}
+
+
+#: at_zero -> relu_grad's C path
+_GRAD_NATIVE = (_LANES["relu_grad"], _LANES["relu_grad_at_zero"])
 #: (x's dtype, at_zero) -> relu_grad's entry (:func:`_entry_for` of its op)
 _GRAD_ENTRIES: dict[tuple, FastEntry | bool] = {}
 
@@ -635,7 +680,7 @@ def _entry_for(op: str, dtype: np.dtype) -> FastEntry | bool | None:
     :data:`_ENTRIES` first: a call costs 0.1 us)."""
     entry = _ENTRIES.get((op, dtype))
     if entry is None:
-        entry = small_entry(op, dtype)
+        entry = small_entry(op, dtype, lane=_LANES[op])
         if entry is not None:
             _ENTRIES[op, dtype] = entry
     return entry
@@ -679,7 +724,15 @@ _relu_backward_general = relu_backward
 
 @functools.wraps(_relu_backward_general)
 def relu_backward(grad, x_or_mask, *, at_zero: int | None = None, out=None) -> np.ndarray:
-    # the fast path for plain NumPy arrays (see fast()), else dispatch and the general path
+    # the C path (native.Lane), the fast path for plain NumPy arrays (see fast()), else
+    # dispatch and the general path
+    if at_zero is None or (type(at_zero) is int and (at_zero == 0 or at_zero == 1)):
+        native = (_MASK_BACKWARD_NATIVE if type(x_or_mask) is PackedMask and at_zero is None
+                  else _BACKWARD_NATIVE[at_zero or 0]).native
+        if native is not None:
+            result = native(grad, x_or_mask, out)
+            if result is not None:
+                return result
     if (type(x_or_mask) is np.ndarray and type(grad) is np.ndarray
             and (out is None or type(out) is np.ndarray) and type(at_zero) in (type(None), int)
             and at_zero in (None, 0, 1)):
@@ -708,6 +761,7 @@ def _fast_mask_backward(grad: np.ndarray, mask: PackedMask, at_zero, out) -> np.
     if (type(bits) is not np.ndarray or grad.shape != mask.shape
             or (at_zero is not None and at_zero != mask.at_zero)):
         return None
+
     entry = _MASK_ENTRIES.get(("mask_backward", grad.dtype))
     if entry is None:
         entry = _mask_entry("mask_backward", grad.dtype)
@@ -725,6 +779,10 @@ def _fast_mask_backward(grad: np.ndarray, mask: PackedMask, at_zero, out) -> np.
     return out
 
 
+_BACKWARD_NATIVE = (_LANES["relu_backward"], _LANES["relu_backward_at_zero"])
+_MASK_BACKWARD_NATIVE = _LANES["mask_backward"]
+_MASK_FORWARD_NATIVE = (_LANES["mask_forward"], _LANES["mask_forward_at_zero"])
+
 #: (mask kernel, dtype) -> its FastEntry, False (a dtype the fast path does not take), or
 #: None while the engine in use is not numba's (not kept)
 _MASK_ENTRIES: dict[tuple, FastEntry | bool] = {}
@@ -737,7 +795,7 @@ def _mask_entry(name: str, dtype: np.dtype) -> FastEntry | bool | None:
     entry = False
     if dtype in _NATIVE:
         entry = FastEntry(name, _numba().kernel_for(name, "checked"), (_ZERO[dtype],),
-                          _numba_engine)
+                          _numba_engine, _LANES[name])
     _MASK_ENTRIES[name, dtype] = entry
     return entry
 
@@ -799,7 +857,14 @@ _relu_with_mask_general = relu_with_mask
 
 @functools.wraps(_relu_with_mask_general)
 def relu_with_mask(x, *, at_zero: int = 0, out=None) -> tuple[np.ndarray, PackedMask]:
-    # the fast path for plain NumPy arrays (as fast()), else dispatch and the general path
+    # the C path (native.Lane), the fast path for plain NumPy arrays (as fast()), else
+    # dispatch and the general path
+    if type(x) is np.ndarray and type(at_zero) is int and at_zero in (0, 1):
+        native = _MASK_FORWARD_NATIVE[at_zero].native
+        if native is not None:
+            result = native(x, out)  # (y, mask)
+            if result is not None:
+                return result
     if (type(x) is np.ndarray and type(at_zero) is int and at_zero in (0, 1)
             and (out is None or type(out) is np.ndarray)):
         name = "mask_forward_at_zero" if at_zero else "mask_forward"

@@ -52,6 +52,7 @@ __all__ = [
     "launch",
     "mask_backward",
     "mask_forward",
+    "native_kernel",
     "plan",
     "unary",
 ]
@@ -556,6 +557,59 @@ def kernel_for(name: str, mode: str) -> Callable:
     ``"stream"``, ``"checked"``, ``"checked_parallel"``): for callers that chose the variant
     themselves (the kernels' fast path)."""
     return _kernel(name, mode)
+
+
+# The C path's kernels (native.py, _native.c): the serial kernel as a cfunc on raw pointers,
+# fn(a, b, c, n, constants). The arrays in each kind's order (see _native.c); the constants are
+# doubles, cast to the computation type (exact: each was a float32 or float64 value).
+_NATIVE_ARRAYS = {
+    1: ("carray(a, (n,), IN)", "carray(c, (n,), OUT)"),
+    2: ("carray(a, (n,), IN)", "carray(b, (n,), IN)", "carray(c, (n,), OUT)"),
+    "mask_forward": ("carray(a, (n,), IN)", "carray(b, (n,), IN)",
+                     "carray(c, ((n + 7) // 8,), np.uint8)"),
+    "mask_backward": ("carray(b, (n,), IN)", "carray(a, ((n + 7) // 8,), np.uint8)",
+                      "carray(c, (n,), OUT)"),
+}
+_NATIVE = """
+def {fname}(a, b, c, n, k):
+    constants = carray(k, (8,))
+    serial({arrays}{constants})
+"""
+NATIVE_SIGNATURE = types.void(types.voidptr, types.voidptr, types.voidptr, types.int64,
+                              types.CPointer(types.float64))
+_natives: dict[tuple, object] = {}
+
+
+def native_kernel(name: str, dtype: np.dtype, out_dtype: np.dtype, parallel: bool = False):
+    """Kernel ``name``'s serial loop (or its parallel variant) as a numba ``cfunc`` for the C
+    path (see :mod:`.native`): ``fn(a, b, c, n, constants)`` on ``dtype`` inputs and an
+    ``out_dtype`` output; its ``address`` goes in a ``Native`` table. The constants are
+    ``OPS[name].params`` (the mask kernels': zero)."""
+    mode = "parallel" if parallel else "serial"
+    key = (name, mode, dtype.str, out_dtype.str)
+    kernel = _natives.get(key)
+    if kernel is not None:
+        return kernel
+    serial = _kernel(name, mode)
+    if name in OPS:
+        arrays, count = _NATIVE_ARRAYS[OPS[name].arity], len(OPS[name].params)
+    else:
+        arrays, count = _NATIVE_ARRAYS[name.replace("_at_zero", "")], 1
+    fname = f"_{name}_native_{mode}_{dtype.str[1:]}_{out_dtype.str[1:]}_{DEPENDENCIES}"
+    source = _NATIVE.format(fname=fname, arrays=", ".join(arrays), constants="".join(
+        f", T(constants[{i}])" for i in range(count)))
+    namespace = dict(_NATIVE_SPACE, serial=serial, IN=dtype.type, OUT=out_dtype.type,
+                     T=dtype.type)
+    with _compile_lock:
+        kernel = _natives.get(key)
+        if kernel is None:
+            exec(compile(source, __file__, "exec"), namespace)
+            kernel = _natives[key] = numba.cfunc(NATIVE_SIGNATURE, cache=True,
+                                                 error_model="numpy")(namespace[fname])
+    return kernel
+
+
+_NATIVE_SPACE = {"__name__": __name__, "np": np, "carray": numba.carray}
 
 
 def plan(name: str, n: int) -> list:

@@ -1,0 +1,646 @@
+/* The public functions' common call in C: plain NumPy arrays below a size, checked here and
+ * computed by a numba cfunc (see native.py, which compiles this file on first use).
+ *
+ * A call through Python costs about 1.5 us before the kernel runs (the public function's
+ * checks, the fast path, numba's dispatcher); NumPy's whole ufunc call on 1000 elements costs
+ * 1.2-1.8 us. Here the same checks cost tens of nanoseconds.
+ *
+ * A Native object is one public function's lane (or one parameter value's): a table of
+ * kernels by (input type, output type), each with its constants. Calling it returns the result,
+ * or None, with nothing written, where the Python path must take the call: anything but
+ * C-contiguous, aligned, native-order ndarrays (not subclasses) of the table's types, of one
+ * shape, at most max_n elements, with an output that is exactly an input or overlaps none,
+ * while numba's engine is in use. Validation stays in Python: None only ever sends the call
+ * there.
+ *
+ * Kinds (the arguments; every kernel is fn(a, b, c, n, constants)):
+ *   MAP1   (x, out)          fn(x, NULL, out)
+ *   MAP2   (grad, x, out)    fn(grad, x, out)
+ *   MASK_FORWARD (x, out)    fn(x, y, bits): returns (y, bits); bits is new, (n + 7) // 8 bytes
+ *   MASK_BACKWARD (grad, mask, out)  fn(bits, grad, out): mask a PackedMask of grad's shape
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#include <structmember.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
+#define NT 24   /* NumPy's builtin type numbers below this (float16 is 23) */
+#define MAXC 8  /* constants per kernel */
+
+enum { MAP1 = 0, MAP2 = 1, MASK_FORWARD = 2, MASK_BACKWARD = 3 };
+
+typedef void (*kernel_fn)(void *, void *, void *, int64_t, const double *);
+
+#define SIZES 64 /* size classes: n.bit_length() */
+
+typedef struct {
+    kernel_fn fn;             /* the serial kernel */
+    kernel_fn par;            /* the parallel one (mid-size calls), NULL: none yet */
+    double c[MAXC];
+    PyObject *plans[SIZES];   /* size class -> the chooser's live decision (Chooser.plan) */
+} Slot;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    int kind;
+    npy_intp max_n;           /* the serial kernel up to here */
+    npy_intp mid_max;         /* the chooser's decided variant up to here (CHECKED_MAX - 1) */
+    signed char fresh[NT]; /* input type -> the type of a new output, -1: none */
+    Slot *slot[NT][NT];    /* [input type][output type], NULL: none */
+    PyObject *keep;        /* the cfuncs whose code the slots point to */
+    PyObject *tag;         /* MASK_FORWARD: the masks' at_zero */
+} Native;
+
+static int enabled = 1;
+/* the engine in use: the ContextVar of backend.py, its module dict and numba's engine module */
+static PyObject *engine_var = NULL, *backend_dict = NULL, *default_key = NULL,
+                *numba_engine = NULL, *numba_dict = NULL, *lock_free_key = NULL;
+/* PackedMask, and where its slots (__slots__: _bits, _shape, _at_zero) sit in an instance */
+static PyTypeObject *mask_type = NULL;
+static Py_ssize_t bits_at = -1, shape_at = -1, at_zero_at = -1;
+#define SLOT(o, at) (*(PyObject **)((char *)(o) + (at)))
+
+static int numba_in_use(void)
+{
+    PyObject *chosen;
+    if (engine_var == NULL)
+        return 0;
+    if (PyContextVar_Get(engine_var, NULL, &chosen) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (chosen != NULL) {
+        int none = chosen == Py_None, numba = chosen == numba_engine;
+        Py_DECREF(chosen);
+        if (!none)
+            return numba;
+    }
+    PyObject *fallback = PyDict_GetItemWithError(backend_dict, default_key); /* borrowed */
+    if (fallback == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    return fallback == numba_engine;
+}
+
+#define READ (NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED)
+#define WRITE (READ | NPY_ARRAY_WRITEABLE)
+
+/* a plain ndarray with the flags, in native byte order, of a builtin type; its type or -1 */
+static int usable(PyObject *o, int flags)
+{
+    if (Py_TYPE(o) != &PyArray_Type)
+        return -1;
+    PyArrayObject *a = (PyArrayObject *)o;
+    if ((PyArray_FLAGS(a) & flags) != flags || !PyArray_ISNOTSWAPPED(a))
+        return -1;
+    int t = PyArray_TYPE(a);
+    return (t >= 0 && t < NT) ? t : -1;
+}
+
+static int same_shape(PyArrayObject *a, PyArrayObject *b)
+{
+    int nd = PyArray_NDIM(a);
+    if (PyArray_NDIM(b) != nd)
+        return 0;
+    npy_intp *da = PyArray_DIMS(a), *db = PyArray_DIMS(b);
+    for (int i = 0; i < nd; i++)
+        if (da[i] != db[i])
+            return 0;
+    return 1;
+}
+
+/* a PackedMask's bits (borrowed: the mask holds them) if it is one, of grad's shape, with
+ * bits usable for n elements; else NULL, with no error set */
+static PyArrayObject *mask_bits(PyObject *mask, PyArrayObject *grad, npy_intp n)
+{
+    if (mask_type == NULL || Py_TYPE(mask) != mask_type)
+        return NULL;
+    PyObject *bits = SLOT(mask, bits_at), *shape = SLOT(mask, shape_at);
+    int nd = PyArray_NDIM(grad);
+    if (bits == NULL || shape == NULL || !PyTuple_CheckExact(shape)
+        || PyTuple_GET_SIZE(shape) != nd || usable(bits, READ) != NPY_UINT8
+        || PyArray_NDIM((PyArrayObject *)bits) != 1
+        || PyArray_DIM((PyArrayObject *)bits, 0) != (n + 7) / 8)
+        return NULL;
+    for (int i = 0; i < nd; i++) {
+        PyObject *d = PyTuple_GET_ITEM(shape, i);
+        if (!PyLong_CheckExact(d) || PyLong_AsSsize_t(d) != PyArray_DIM(grad, i)) {
+            PyErr_Clear();
+            return NULL;
+        }
+    }
+    return (PyArrayObject *)bits; /* borrowed: the mask holds them for the call */
+}
+
+/* a new PackedMask over bits (read-only from now on) for x's shape */
+static PyObject *new_mask(PyArrayObject *bits, PyArrayObject *x, PyObject *at_zero)
+{
+    int nd = PyArray_NDIM(x);
+    PyObject *shape = PyTuple_New(nd);
+    if (shape == NULL)
+        return NULL;
+    for (int i = 0; i < nd; i++) {
+        PyObject *d = PyLong_FromSsize_t(PyArray_DIM(x, i));
+        if (d == NULL) {
+            Py_DECREF(shape);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(shape, i, d);
+    }
+    PyObject *mask = mask_type->tp_alloc(mask_type, 0);
+    if (mask == NULL) {
+        Py_DECREF(shape);
+        return NULL;
+    }
+    PyArray_CLEARFLAGS(bits, NPY_ARRAY_WRITEABLE);
+    SLOT(mask, bits_at) = Py_NewRef((PyObject *)bits);
+    SLOT(mask, shape_at) = shape;
+    SLOT(mask, at_zero_at) = Py_NewRef(at_zero);
+    return mask;
+}
+
+/* whether out's bytes overlap a's other than exactly (same start, same item size) */
+static int clash(PyArrayObject *out, PyArrayObject *a, int exact_ok)
+{
+    char *o = PyArray_BYTES(out), *p = PyArray_BYTES(a);
+    npy_intp on = PyArray_NBYTES(out), pn = PyArray_NBYTES(a);
+    if (!(o < p + pn && p < o + on))
+        return 0;
+    return !(exact_ok && o == p && PyArray_ITEMSIZE(out) == PyArray_ITEMSIZE(a));
+}
+
+/* the slot for x's type and out's (or, out None, the type of a new output); NULL: decline */
+static Slot *find_slot(Native *self, PyObject *out, PyArrayObject *x, int tin, int *tout)
+{
+    if (out == Py_None) {
+        *tout = self->fresh[tin];
+    } else {
+        *tout = usable(out, WRITE);
+        if (*tout >= 0 && !same_shape((PyArrayObject *)out, x))
+            return NULL;
+    }
+    Slot *slot = *tout < 0 ? NULL : self->slot[tin][*tout];
+    return (slot == NULL || slot->fn == NULL) ? NULL : slot;
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A mid-size call: the variant the chooser decided, for a call it decided it for (as
+ * api.call_fast: calls left decremented; the call's seconds and 1 added to the plan, for the
+ * next decision). NULL: decline (no decision left, no parallel kernel yet, or a threading layer
+ * that needs the launch lock); *plan then NULL. */
+static kernel_fn decided(Native *self, Slot *slot, npy_intp n, PyObject **plan)
+{
+    *plan = NULL;
+    if (n > self->mid_max || slot->par == NULL)
+        return NULL;
+    PyObject *lock_free = PyDict_GetItemWithError(numba_dict, lock_free_key); /* borrowed */
+    if (lock_free != Py_True) {
+        PyErr_Clear();
+        return NULL;
+    }
+    int size = 64 - __builtin_clzll((unsigned long long)n);
+    PyObject *live = size < SIZES ? slot->plans[size] : NULL;
+    if (live == NULL || PyList_GET_SIZE(live) != 4)
+        return NULL;
+    PyObject *variant = PyList_GET_ITEM(live, 0), *left = PyList_GET_ITEM(live, 1);
+    if (!PyUnicode_Check(variant) || !PyLong_CheckExact(left))
+        return NULL;
+    Py_ssize_t calls = PyLong_AsSsize_t(left);
+    if (calls <= 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    kernel_fn fn;
+    if (PyUnicode_CompareWithASCIIString(variant, "serial") == 0)
+        fn = slot->fn;
+    else if (PyUnicode_CompareWithASCIIString(variant, "parallel") == 0)
+        fn = slot->par;
+    else
+        return NULL;
+    PyObject *fewer = PyLong_FromSsize_t(calls - 1);
+    if (fewer == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyList_SetItem(live, 1, fewer); /* steals fewer */
+    *plan = live;
+    return fn;
+}
+
+/* adds a call's seconds to its plan (see decided) */
+static void count(PyObject *plan, double seconds)
+{
+    PyObject *total = PyList_GET_ITEM(plan, 2), *calls = PyList_GET_ITEM(plan, 3);
+    if (!PyFloat_CheckExact(total) || !PyLong_CheckExact(calls))
+        return;
+    PyObject *more = PyFloat_FromDouble(PyFloat_AS_DOUBLE(total) + seconds);
+    PyObject *one_more = PyLong_FromSsize_t(PyLong_AsSsize_t(calls) + 1);
+    if (more == NULL || one_more == NULL) {
+        Py_XDECREF(more);
+        Py_XDECREF(one_more);
+        PyErr_Clear();
+        return;
+    }
+    PyList_SetItem(plan, 2, more);
+    PyList_SetItem(plan, 3, one_more);
+}
+
+static PyObject *run(Native *self, kernel_fn fn, Slot *slot, PyArrayObject *x,
+                     PyArrayObject *a, PyArrayObject *y, npy_intp n);
+
+static PyObject *native_call(PyObject *op, PyObject *const *args, size_t nargsf,
+                             PyObject *kwnames)
+{
+    Native *self = (Native *)op;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t want = (self->kind == MAP2 || self->kind == MASK_BACKWARD) ? 3 : 2;
+    if (kwnames != NULL || nargs != want) {
+        PyErr_Format(PyExc_TypeError, "Native takes %zd positional arguments", want);
+        return NULL;
+    }
+    if (!enabled)
+        Py_RETURN_NONE;
+    /* x gives type, shape and size (grad, from a mask); a is grad, or the mask's bits */
+    PyObject *first = args[0], *out = args[want - 1];
+    PyArrayObject *x = (PyArrayObject *)(self->kind == MAP2 ? args[1] : first);
+    int tin = usable((PyObject *)x, READ);
+    if (tin < 0)
+        Py_RETURN_NONE;
+    npy_intp n = PyArray_SIZE(x);
+    if (n > self->mid_max)
+        Py_RETURN_NONE;
+    PyArrayObject *a = (PyArrayObject *)first;
+    if (self->kind == MAP2) {
+        if (usable(first, READ) != tin || !same_shape(a, x))
+            Py_RETURN_NONE;
+    } else if (self->kind == MASK_BACKWARD) {
+        a = mask_bits(args[1], x, n);
+        if (a == NULL)
+            Py_RETURN_NONE;
+    }
+    if (out != Py_None && Py_TYPE(out) != &PyArray_Type)
+        Py_RETURN_NONE;
+    if (!numba_in_use())
+        Py_RETURN_NONE;
+    int tout;
+    Slot *slot = find_slot(self, out, x, tin, &tout);
+    if (slot == NULL)
+        Py_RETURN_NONE;
+    PyArrayObject *y;
+    if (out == Py_None) {
+        y = NULL;
+    } else {
+        y = (PyArrayObject *)out;
+        if (clash(y, x, 1) || (self->kind == MAP2 && clash(y, a, 1))
+            || (self->kind == MASK_BACKWARD && clash(y, a, 0)))
+            Py_RETURN_NONE;
+    }
+    PyObject *plan = NULL;
+    kernel_fn fn = n <= self->max_n ? slot->fn : decided(self, slot, n, &plan);
+    if (fn == NULL)
+        Py_RETURN_NONE;
+    /* from here the call is taken */
+    if (y == NULL) {
+        y = (PyArrayObject *)PyArray_SimpleNew(PyArray_NDIM(x), PyArray_DIMS(x), tout);
+        if (y == NULL)
+            return NULL;
+    } else {
+        Py_INCREF(y);
+    }
+    double start = plan == NULL ? 0.0 : now();
+    PyObject *result = run(self, fn, slot, x, a, y, n);
+    if (plan != NULL && result != NULL)
+        count(plan, now() - start);
+    return result;
+}
+
+/* runs the kernel (y: a new reference, handed to the result) */
+static PyObject *run(Native *self, kernel_fn fn, Slot *slot, PyArrayObject *x,
+                     PyArrayObject *a, PyArrayObject *y, npy_intp n)
+{
+    switch (self->kind) {
+    case MAP1:
+        fn(PyArray_DATA(x), NULL, PyArray_DATA(y), n, slot->c);
+        return (PyObject *)y;
+    case MAP2:
+    case MASK_BACKWARD:
+        fn(PyArray_DATA(a), PyArray_DATA(x), PyArray_DATA(y), n, slot->c);
+        return (PyObject *)y;
+    default: { /* MASK_FORWARD: new bits, never overlapping y */
+        npy_intp nbits = (n + 7) / 8;
+        PyObject *bits = PyArray_SimpleNew(1, &nbits, NPY_UINT8);
+        if (bits == NULL) {
+            Py_DECREF(y);
+            return NULL;
+        }
+        fn(PyArray_DATA(x), PyArray_DATA(y), PyArray_DATA((PyArrayObject *)bits), n, slot->c);
+        PyObject *mask = new_mask((PyArrayObject *)bits, x, self->tag);
+        Py_DECREF(bits);
+        if (mask == NULL) {
+            Py_DECREF(y);
+            return NULL;
+        }
+        PyObject *pair = PyTuple_New(2);
+        if (pair == NULL) {
+            Py_DECREF(y);
+            Py_DECREF(mask);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(pair, 0, (PyObject *)y);
+        PyTuple_SET_ITEM(pair, 1, mask);
+        return pair;
+    }
+    }
+}
+
+static PyObject *native_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    int kind;
+    Py_ssize_t max_n, mid_max;
+    PyObject *tag = Py_None;
+    static char *names[] = {"kind", "max_n", "mid_max", "tag", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "inn|O", names, &kind, &max_n, &mid_max,
+                                     &tag))
+        return NULL;
+    if (kind < MAP1 || kind > MASK_BACKWARD || max_n < 0 || mid_max < max_n) {
+        PyErr_SetString(PyExc_ValueError, "Native: bad kind, max_n or mid_max");
+        return NULL;
+    }
+    if (kind == MASK_FORWARD && (mask_type == NULL || !PyLong_CheckExact(tag))) {
+        PyErr_SetString(PyExc_ValueError, "Native: a mask kind needs configure() and an int tag");
+        return NULL;
+    }
+    Native *self = (Native *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = native_call;
+    self->kind = kind;
+    self->max_n = max_n;
+    self->mid_max = mid_max;
+    self->tag = Py_NewRef(tag);
+    memset(self->fresh, -1, sizeof(self->fresh));
+    self->keep = PyList_New(0);
+    if (self->keep == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static void native_dealloc(Native *self)
+{
+    for (int i = 0; i < NT; i++)
+        for (int j = 0; j < NT; j++) {
+            Slot *slot = self->slot[i][j];
+            if (slot == NULL)
+                continue;
+            for (int k = 0; k < SIZES; k++)
+                Py_XDECREF(slot->plans[k]);
+            PyMem_Free(slot);
+        }
+    Py_XDECREF(self->keep);
+    Py_XDECREF(self->tag);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int type_number(PyObject *dtype)
+{
+    PyArray_Descr *descr = NULL;
+    if (!PyArray_DescrConverter(dtype, &descr))
+        return -1;
+    int t = descr->type_num;
+    int native = PyArray_ISNBO(descr->byteorder);
+    Py_DECREF(descr);
+    if (t < 0 || t >= NT || !native) {
+        PyErr_SetString(PyExc_ValueError, "Native: not a builtin native-order dtype");
+        return -1;
+    }
+    return t;
+}
+
+/* the slot for two dtypes, made (empty) when missing; NULL with an error set */
+static Slot *slot_for(Native *self, PyObject *in_dtype, PyObject *out_dtype)
+{
+    int tin = type_number(in_dtype), tout = tin < 0 ? -1 : type_number(out_dtype);
+    if (tout < 0)
+        return NULL;
+    if (self->slot[tin][tout] == NULL) {
+        self->slot[tin][tout] = PyMem_Calloc(1, sizeof(Slot));
+        if (self->slot[tin][tout] == NULL)
+            return (Slot *)PyErr_NoMemory();
+    }
+    return self->slot[tin][tout];
+}
+
+static kernel_fn address_of(PyObject *cfunc, PyObject *keep_list)
+{
+    PyObject *address = PyObject_GetAttrString(cfunc, "address");
+    if (address == NULL)
+        return NULL;
+    unsigned long long value = PyLong_AsUnsignedLongLong(address);
+    Py_DECREF(address);
+    if (PyErr_Occurred())
+        return NULL;
+    if (value == 0) {
+        PyErr_SetString(PyExc_ValueError, "Native: a kernel at address 0");
+        return NULL;
+    }
+    if (PyList_Append(keep_list, cfunc) < 0) /* its code lives as long as this object */
+        return NULL;
+    return (kernel_fn)(uintptr_t)value;
+}
+
+PyDoc_STRVAR(add_doc, "add(in_dtype, out_dtype, serial, constants, fresh)\n\n"
+             "Run the serial kernel (a numba cfunc: its address) for these dtypes up to max_n "
+             "elements, with these constants (floats, at most 8); fresh: write a new output of "
+             "out_dtype when out is None.");
+
+static PyObject *native_add(Native *self, PyObject *args)
+{
+    PyObject *in_dtype, *out_dtype, *cfunc, *constants;
+    int fresh;
+    if (!PyArg_ParseTuple(args, "OOOOp", &in_dtype, &out_dtype, &cfunc, &constants, &fresh))
+        return NULL;
+    PyObject *seq = PySequence_Fast(constants, "Native.add: constants must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
+    double c[MAXC] = {0};
+    for (Py_ssize_t i = 0; i < k && i < MAXC; i++) {
+        c[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, i));
+        if (c[i] == -1.0 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    if (k > MAXC) {
+        PyErr_SetString(PyExc_ValueError, "Native.add: more than 8 constants");
+        return NULL;
+    }
+    Slot *slot = slot_for(self, in_dtype, out_dtype);
+    kernel_fn fn = slot == NULL ? NULL : address_of(cfunc, self->keep);
+    if (fn == NULL)
+        return NULL;
+    memcpy(slot->c, c, sizeof(c));
+    slot->fn = fn;
+    if (fresh)
+        self->fresh[type_number(in_dtype)] = (signed char)type_number(out_dtype);
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(add_parallel_doc, "add_parallel(in_dtype, out_dtype, parallel)\n\n"
+             "The parallel kernel (a numba cfunc) for the mid-size calls the chooser decides "
+             "it for (see add_plan); after add().");
+
+static PyObject *native_add_parallel(Native *self, PyObject *args)
+{
+    PyObject *in_dtype, *out_dtype, *cfunc;
+    if (!PyArg_ParseTuple(args, "OOO", &in_dtype, &out_dtype, &cfunc))
+        return NULL;
+    Slot *slot = slot_for(self, in_dtype, out_dtype);
+    kernel_fn fn = slot == NULL ? NULL : address_of(cfunc, self->keep);
+    if (fn == NULL)
+        return NULL;
+    slot->par = fn;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(add_plan_doc, "add_plan(in_dtype, out_dtype, size, plan)\n\n"
+             "The chooser's live decision (Chooser.plan: [variant, calls left, seconds, "
+             "calls]) for the calls of size class size (n.bit_length()).");
+
+static PyObject *native_add_plan(Native *self, PyObject *args)
+{
+    PyObject *in_dtype, *out_dtype, *plan;
+    int size;
+    if (!PyArg_ParseTuple(args, "OOiO!", &in_dtype, &out_dtype, &size, &PyList_Type, &plan))
+        return NULL;
+    if (size < 0 || size >= SIZES || PyList_GET_SIZE(plan) != 4) {
+        PyErr_SetString(PyExc_ValueError, "Native.add_plan: bad size class or plan");
+        return NULL;
+    }
+    Slot *slot = slot_for(self, in_dtype, out_dtype);
+    if (slot == NULL)
+        return NULL;
+    Py_XSETREF(slot->plans[size], Py_NewRef(plan));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef native_methods[] = {
+    {"add", (PyCFunction)native_add, METH_VARARGS, add_doc},
+    {"add_parallel", (PyCFunction)native_add_parallel, METH_VARARGS, add_parallel_doc},
+    {"add_plan", (PyCFunction)native_add_plan, METH_VARARGS, add_plan_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject NativeType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "chokepoint._native.Native",
+    .tp_basicsize = sizeof(Native),
+    .tp_dealloc = (destructor)native_dealloc,
+    .tp_vectorcall_offset = offsetof(Native, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Native(kind, max_n): a public function's common call, in C (see native.py).",
+    .tp_methods = native_methods,
+    .tp_new = native_new,
+};
+
+static PyObject *configure(PyObject *module, PyObject *args)
+{
+    PyObject *var, *dict, *key, *numba, *mask, *lock_free;
+    if (!PyArg_ParseTuple(args, "O!O!UOO!U", &PyContextVar_Type, &var, &PyDict_Type, &dict,
+                          &key, &numba, &PyType_Type, &mask, &lock_free))
+        return NULL;
+    PyObject *numba_vars = PyModule_Check(numba) ? PyModule_GetDict(numba) : NULL;
+    if (numba_vars == NULL) {
+        PyErr_SetString(PyExc_TypeError, "configure: numba_engine must be a module");
+        return NULL;
+    }
+    Py_INCREF(numba_vars);
+    if (numba_vars == NULL)
+        return NULL;
+    Py_XSETREF(numba_dict, numba_vars);
+    Py_XSETREF(lock_free_key, Py_NewRef(lock_free));
+    Py_ssize_t *offsets[] = {&bits_at, &shape_at, &at_zero_at};
+    const char *slots[] = {"_bits", "_shape", "_at_zero"};
+    for (int i = 0; i < 3; i++) {
+        PyObject *descr = PyObject_GetAttrString(mask, slots[i]);
+        if (descr == NULL)
+            return NULL;
+        int member = Py_TYPE(descr) == &PyMemberDescr_Type;
+        if (member) {
+            PyMemberDef *def = ((PyMemberDescrObject *)descr)->d_member;
+            member = def->type == T_OBJECT_EX;
+            *offsets[i] = def->offset;
+        }
+        Py_DECREF(descr);
+        if (!member) {
+            PyErr_Format(PyExc_TypeError, "configure: %s is not an object slot", slots[i]);
+            return NULL;
+        }
+    }
+    Py_XSETREF(mask_type, (PyTypeObject *)Py_NewRef(mask));
+    Py_XSETREF(engine_var, Py_NewRef(var));
+    Py_XSETREF(backend_dict, Py_NewRef(dict));
+    Py_XSETREF(default_key, Py_NewRef(key));
+    Py_XSETREF(numba_engine, Py_NewRef(numba));
+    Py_RETURN_NONE;
+}
+
+static PyObject *set_enabled(PyObject *module, PyObject *flag)
+{
+    int on = PyObject_IsTrue(flag);
+    if (on < 0)
+        return NULL;
+    PyObject *was = enabled ? Py_True : Py_False;
+    enabled = on;
+    return Py_NewRef(was);
+}
+
+static PyMethodDef module_methods[] = {
+    {"configure", configure, METH_VARARGS,
+     "configure(engine_var, backend_dict, default_key, numba_engine, mask_type, lock_free): "
+     "how to tell that numba's engine is in use (and, its global lock_free, that its "
+     "threading layer needs no launch lock), and the type of the masks."},
+    {"set_enabled", set_enabled, METH_O,
+     "set_enabled(flag) -> the previous flag: whether Native objects take any call."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_native", "The public functions' common call in C.", -1,
+    module_methods,
+};
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+    import_array();
+    if (PyType_Ready(&NativeType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObject(m, "Native", Py_NewRef((PyObject *)&NativeType)) < 0
+        || PyModule_AddIntConstant(m, "MAP1", MAP1) < 0
+        || PyModule_AddIntConstant(m, "MAP2", MAP2) < 0
+        || PyModule_AddIntConstant(m, "MASK_FORWARD", MASK_FORWARD) < 0
+        || PyModule_AddIntConstant(m, "MASK_BACKWARD", MASK_BACKWARD) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

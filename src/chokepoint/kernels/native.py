@@ -1,0 +1,195 @@
+"""The public functions' common call in C: ``_native.c``, compiled on first use.
+
+A small call through Python spends about 1.5 us before its kernel runs: the public function's
+type checks, the fast path (:func:`.api.call_fast`) and numba's dispatcher, which unboxes each
+array into a reference-counted structure. NumPy's whole ufunc call on 1000 elements costs
+1.2-1.8 us, so on batch-sized arrays our kernels lost on overhead alone
+(``benchmarks/call_overhead.py``, ``benchmarks/RESULTS.md``). ``_native.c`` makes the checks of
+the common call in C and runs the serial kernel as a numba ``cfunc`` (the same generated source
+as the other variants, :func:`.engine_numba.native_kernel`); what it declines, it leaves to the
+Python path, untouched.
+
+The extension is built with the C compiler Python was built with (``sysconfig``), against the
+NumPy in use, into the user cache directory, once per source, Python and NumPy version. Without
+a compiler (or with ``CHOKEPOINT_NATIVE=0``) everything runs as before, only with the Python
+overhead; :func:`status` says which, and ``chokepoint info`` shows it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import shlex
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+
+__all__ = ["MAP1", "MAP2", "MASK_BACKWARD", "MASK_FORWARD", "Lane", "disabled", "load", "status"]
+
+#: a Native's kinds: its arguments (see _native.c)
+MAP1, MAP2, MASK_FORWARD, MASK_BACKWARD = 0, 1, 2, 3
+SOURCE = Path(__file__).with_name("_native.c")
+_lock = threading.Lock()
+_module: ModuleType | None = None
+_why: str | None = None  # why there is no module (None: not tried yet, or loaded)
+_tried = False
+
+
+def _cache_path() -> Path:
+    import platformdirs
+
+    key = b"\0".join([SOURCE.read_bytes(), sys.version.encode(), np.__version__.encode(),
+                      sysconfig.get_platform().encode()])
+    digest = hashlib.sha1(key).hexdigest()[:16]
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    return Path(platformdirs.user_cache_dir("chokepoint")) / "native" / f"_native-{digest}{suffix}"
+
+
+def _compile(target: Path) -> None:
+    """Compile ``_native.c`` into ``target`` (written under another name, then renamed: two
+    processes may build at once). Raises OSError or CalledProcessError."""
+    cc = sysconfig.get_config_var("CC")
+    ldshared = sysconfig.get_config_var("LDSHARED")
+    if not cc or not ldshared or os.name == "nt":
+        raise OSError("no C compiler configured for this Python")
+    includes = [f"-I{sysconfig.get_paths()['include']}", f"-I{np.get_include()}"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        obj = Path(tmp) / "_native.o"
+        lib = Path(tmp) / target.name
+        ccshared = sysconfig.get_config_var("CCSHARED") or "-fPIC"
+        run = {"check": True, "capture_output": True, "timeout": 120}
+        subprocess.run([*shlex.split(cc), *shlex.split(ccshared), "-O2", "-c", *includes,
+                        str(SOURCE), "-o", str(obj)], **run)
+        subprocess.run([*shlex.split(ldshared), str(obj), "-o", str(lib)], **run)
+        os.replace(lib, target)
+
+
+def _import(path: Path) -> ModuleType:
+    loader = importlib.machinery.ExtensionFileLoader("chokepoint.kernels._native", str(path))
+    spec = importlib.util.spec_from_file_location("chokepoint.kernels._native", path,
+                                                  loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def disabled() -> bool:
+    """Whether ``CHOKEPOINT_NATIVE=0`` (or ``off``, ``no``, ``false``) turns the C path off."""
+    return os.environ.get("CHOKEPOINT_NATIVE", "1").strip().lower() in ("0", "off", "no",
+                                                                         "false")
+
+
+def load() -> ModuleType | None:
+    """The compiled ``_native`` module, built on the first call (about a second), configured to
+    see which engine is in use; None where it cannot be built (see :func:`status`)."""
+    global _module, _why, _tried
+    if _tried:
+        return _module
+    with _lock:
+        if _tried:
+            return _module
+        if disabled():
+            _why = "off (CHOKEPOINT_NATIVE=0)"
+        else:
+            try:
+                path = _cache_path()
+                if not path.exists():
+                    _compile(path)
+                module = _import(path)
+                from . import backend, engine_numba
+                from .mask import PackedMask
+
+                module.configure(backend._context, vars(backend), "_default_engine",
+                                 engine_numba, PackedMask, "lock_free")
+                _module = module
+            except (OSError, ImportError, subprocess.SubprocessError) as exc:
+                detail = getattr(exc, "stderr", b"") or b""
+                if isinstance(detail, bytes):
+                    detail = detail.decode(errors="replace")
+                _why = f"not built: {exc}" + (f"\n{detail.strip()[-400:]}" if detail else "")
+        _tried = True
+    return _module
+
+
+def status() -> str:
+    """One line: whether the public functions' common calls run in C, and if not, why."""
+    if load() is not None:
+        return "on (the common small call runs in C)"
+    return _why or "off"
+
+
+class Lane:
+    """One public function's C path (or one parameter value's): a ``Native`` table that the
+    Python path fills, per input and output dtype, on the first small call it takes.
+
+    ``native`` is None until then (and stays None without the compiled module); the public
+    function calls it first: it returns the result, or None where the Python path must take
+    the call.
+
+    Parameters
+    ----------
+    kind : int
+        :data:`MAP1`, :data:`MAP2`, :data:`MASK_FORWARD` or :data:`MASK_BACKWARD`.
+    fresh : numpy.dtype, optional
+        The dtype of a new output (when ``out`` is None); None: the input's.
+    at_zero : int, optional
+        :data:`MASK_FORWARD`: the masks' ``at_zero``.
+    """
+
+    __slots__ = ("added", "at_zero", "fresh", "kind", "lock", "native", "planned")
+
+    def __init__(self, kind: int, fresh: np.dtype | None = None, at_zero: int = 0) -> None:
+        self.kind = kind
+        self.fresh = fresh
+        self.at_zero = at_zero
+        self.lock = threading.Lock()
+        self.native = None
+        self.added: set[tuple] = set()  # the (input, output) dtypes tried
+        self.planned: set[tuple] = set()  # the (input, output, size class) plans given
+
+    def add(self, op: str, dtype: np.dtype, out_dtype: np.dtype, constants: tuple) -> None:
+        """Run op's serial kernel here on small calls of ``dtype`` inputs into ``out_dtype``
+        (once; a cfunc compiled, or loaded from numba's cache, on the first call)."""
+        with self.lock:
+            self._add(op, dtype, out_dtype, constants)
+
+    def _add(self, op, dtype, out_dtype, constants) -> bool:
+        key = (dtype, out_dtype)
+        if key in self.added:
+            return self.native is not None
+        self.added.add(key)
+        module = load()
+        if module is None:
+            return False
+        from . import engine_numba as engine
+
+        kernel = engine.native_kernel(op, dtype, out_dtype)
+        native = self.native
+        if native is None:
+            native = module.Native(self.kind, engine.PARALLEL_MIN - 1, engine.CHECKED_MAX - 1,
+                                   self.at_zero)
+        fresh = out_dtype == (dtype if self.fresh is None else self.fresh)
+        native.add(dtype, out_dtype, kernel, [float(c) for c in constants], fresh)
+        native.add_parallel(dtype, out_dtype, engine.native_kernel(op, dtype, out_dtype,
+                                                                   parallel=True))
+        self.native = native  # published once it has its kernels
+        return True
+
+    def add_plan(self, op: str, dtype: np.dtype, out_dtype: np.dtype, constants: tuple,
+                 size: int, plan: list) -> None:
+        """Run the mid-size calls of size class ``size`` here, by the chooser's live decision
+        ``plan`` (:meth:`.Chooser.plan`), while it has calls left."""
+        with self.lock:
+            key = (dtype, out_dtype, size)
+            if key not in self.planned and self._add(op, dtype, out_dtype, constants):
+                self.native.add_plan(dtype, out_dtype, size, plan)
+            self.planned.add(key)

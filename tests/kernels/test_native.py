@@ -1,0 +1,316 @@
+"""The C path (kernels/native.py, _native.c): small calls of plain arrays run in C with the
+Python path's values, bit for bit; what it declines goes to the Python path, which computes or
+raises as before and writes nothing first."""
+
+import contextlib
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import sysconfig
+import threading
+
+import numpy as np
+import pytest
+
+import chokepoint
+from chokepoint.kernels import api, engine_numba, native
+from chokepoint.kernels.registry import KERNELS
+
+from . import reference as ref
+
+FLOATS = (np.float32, np.float64)
+
+
+def _numba_only():
+    if chokepoint.get_backend() != "numba":
+        pytest.skip("the C path is the numba engine's")
+    if native.load() is None:
+        pytest.fail(f"the C path did not load: {native.status()}")
+
+
+@contextlib.contextmanager
+def _python_path():
+    """Every call takes the Python path (the C path declines all)."""
+    module = native.load()
+    was = module.set_enabled(False)
+    try:
+        yield
+    finally:
+        module.set_enabled(was)
+
+
+@contextlib.contextmanager
+def _c_path_only(monkeypatch):
+    """Calls that reach the Python path fail: what passes ran in C."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("took the Python path")
+
+    with monkeypatch.context() as patch:
+        for name in ("call_fast", "fast", "_unary", "_binary", "_relu_grad_general",
+                     "_relu_backward_general", "_relu_with_mask_general", "_fast_mask_backward"):
+            patch.setattr(api, name, refuse)
+        for kernel in KERNELS:  # the generated functions hold their own references
+            if kernel.resolve is not None:
+                space = getattr(chokepoint, kernel.name).__globals__
+                for name in ("_call_fast", "_fast", "_general"):
+                    patch.setitem(space, name, refuse)
+        yield
+
+
+def _calls(dtype):
+    """name -> call(x, g, out): every public function on its default parameters, and the
+    hand-written ones' variants."""
+    calls = {}
+    for kernel in KERNELS:
+        if kernel.resolve is None:
+            continue
+        func = getattr(chokepoint, kernel.name)
+        if kernel.arity == 2:
+            calls[kernel.name] = lambda x, g, out, f=func: f(g, x, out=out)
+        else:
+            calls[kernel.name] = lambda x, g, out, f=func: f(x, out=out)
+    calls["leaky_relu 0.2"] = lambda x, g, out: chokepoint.leaky_relu(x, 0.2, out=out)
+    calls["hardtanh -2, 0.5"] = lambda x, g, out: chokepoint.hardtanh(x, -2.0, 0.5, out=out)
+    for target in (np.uint8, np.bool_, dtype):
+        calls[f"relu_grad {np.dtype(target)}"] = lambda x, g, out, t=target: (
+            chokepoint.relu_grad(x, out=None if out is None else np.empty(x.shape, t)))
+    calls["relu_grad at_zero=1"] = lambda x, g, out: chokepoint.relu_grad(x, at_zero=1, out=(
+        None if out is None else np.empty(x.shape, np.uint8)))
+    calls["relu_backward at_zero=1"] = lambda x, g, out: chokepoint.relu_backward(
+        g, x, at_zero=1, out=out)
+    for at_zero in (0, 1):
+        calls[f"relu_with_mask {at_zero}"] = lambda x, g, out, a=at_zero: (
+            chokepoint.relu_with_mask(x, at_zero=a, out=out))
+        calls[f"backward from the mask {at_zero}"] = lambda x, g, out, a=at_zero: (
+            chokepoint.relu_backward(g, _mask_of(x, a), out=out))
+    return calls
+
+
+_MASKS = {}
+
+
+def _mask_of(x, at_zero):
+    """The mask of x, made on the Python path once (kept: the C path must not make it)."""
+    key = (x.dtype.str, x.shape, at_zero, x.tobytes())
+    if key not in _MASKS:
+        with _python_path():
+            _MASKS[key] = chokepoint.relu_with_mask(x, at_zero=at_zero)[1]
+    return _MASKS[key]
+
+
+def _bits(result):
+    """What must be identical: the bytes, dtype and shape (a mask's bits, shape, at_zero)."""
+    if isinstance(result, tuple):
+        y, mask = result
+        return _bits(y), mask.bits.tobytes(), mask.shape, mask.at_zero, mask.bits.flags.writeable
+    return result.dtype.str, result.shape, result.tobytes()
+
+
+def _inputs(dtype, shape=(5, 41)):
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(shape) * 3).astype(dtype)
+    flat = x.reshape(-1)
+    flat[:8] = [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-40, -1e-40, 20.0]
+    g = rng.standard_normal(shape).astype(dtype)
+    g.reshape(-1)[8] = np.nan
+    return x, g
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("placement", ["fresh", "out"])
+def test_small_calls_run_in_c_with_the_python_paths_values(dtype, placement, monkeypatch):
+    _numba_only()
+    x, g = _inputs(dtype)
+    for name, call in _calls(dtype).items():
+        def run(call=call):
+            out = None if placement == "fresh" else np.full(x.shape, 7, dtype)
+            return call(x, g, out)
+
+        with _python_path():
+            expected = _bits(run())
+        run()  # the Python path's first small call gives the C path this dtype's kernel
+        with _c_path_only(monkeypatch):
+            assert _bits(run()) == expected, name
+    with _c_path_only(monkeypatch), pytest.raises(AssertionError, match="Python path"):
+        chokepoint.gelu(x[:, ::2])  # what the C path declines fails here
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_in_place_calls_run_in_c(dtype, monkeypatch):
+    _numba_only()
+    x, g = _inputs(dtype)
+    expected = ref.relu_backward(g, x)
+    for _ in range(2):
+        same = g.copy()
+        assert chokepoint.relu_backward(same, x, out=same) is same
+        y = x.copy()
+        assert chokepoint.relu(y, out=y) is y
+    with _c_path_only(monkeypatch):
+        same = g.copy()
+        assert chokepoint.relu_backward(same, x, out=same) is same
+        assert ref.same(same, expected)
+        y = x.copy()
+        assert chokepoint.relu(y, out=y) is y and ref.same(y, ref.relu(x))
+        y = x.copy()
+        out, mask = chokepoint.relu_with_mask(y, out=y)
+        assert out is y and ref.same(y, ref.relu(x)) and mask.shape == x.shape
+
+
+def _declined(x):
+    """Calls the C path must leave to the Python path: (what, x, out)."""
+    misaligned = np.zeros(x.nbytes + 1, np.uint8)[1:].view(x.dtype)
+    assert not misaligned.flags.aligned
+    misaligned[...] = x.ravel()
+    read_only = np.empty_like(x)
+    read_only.flags.writeable = False
+    big = np.zeros(engine_numba.PARALLEL_MIN, x.dtype)
+    return [
+        ("strided", x[:, ::2], None),
+        ("F-ordered", np.asfortranarray(x), None),
+        ("byte-swapped", x.astype(x.dtype.newbyteorder()), None),
+        ("a subclass", x.view(np.ma.MaskedArray), None),
+        ("misaligned", misaligned.reshape(x.shape), None),
+        ("a list", x.tolist(), None),
+        ("float16", x.astype(np.float16), None),
+        ("at PARALLEL_MIN", big, None),
+        ("a read-only out", x, read_only),
+        ("an out of another shape", x, np.empty(x.shape[::-1], x.dtype)),
+        ("an out of another dtype", x, np.empty(x.shape, np.float16)),
+        ("an F-ordered out", x, np.asfortranarray(np.empty_like(x))),
+        ("an out subclass", x, np.empty_like(x).view(np.ma.MaskedArray)),
+    ]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_what_the_c_path_declines_it_leaves_untouched(dtype):
+    _numba_only()
+    x, g = _inputs(dtype)
+    chokepoint.relu(x)
+    chokepoint.relu_backward(g, x)
+    unary = api.relu.__globals__["_lane"].native
+    binary = api._BACKWARD_NATIVE[0].native
+    assert unary is not None and binary is not None
+    for what, a, out in _declined(x):
+        before = None if out is None else out.copy()
+        assert unary(a, out) is None, what
+        if isinstance(a, np.ndarray) and a.shape == g.shape:
+            assert binary(g, a, out) is None, what
+        if out is not None:
+            assert np.array_equal(out, before, equal_nan=True), what
+    # two inputs of different dtypes or shapes, a partial overlap of out with an input
+    assert binary(g.astype(np.float16), x, None) is None
+    assert binary(g[:, :-1], x[:, :-1].copy()[:, ::-1].copy(), np.empty_like(x)) is None
+    buffer = np.zeros(x.size + 1, dtype)
+    assert unary(buffer[1:].reshape(x.shape), buffer[:-1].reshape(x.shape)) is None
+    assert not buffer.any()
+    # the wrong number of arguments is an error of the caller (ours), not a decline
+    with pytest.raises(TypeError):
+        unary(x)
+    with pytest.raises(TypeError):
+        unary(x, None, out=None)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_declined_calls_give_the_python_paths_results_and_errors(dtype):
+    x, g = _inputs(dtype)
+    chokepoint.relu(x)
+    for what, a, out in _declined(x):
+        if isinstance(a, list):
+            assert ref.same(chokepoint.relu(a), chokepoint.relu(np.asarray(a)))
+            continue
+        if isinstance(a, np.ma.MaskedArray):
+            with pytest.raises(TypeError, match="masked array"):
+                chokepoint.relu(a)
+            continue
+        if out is None:
+            result = np.asarray(chokepoint.relu(a))
+            assert ref.same(result, ref.relu(np.asarray(a)).astype(result.dtype)), what
+            continue
+        before = out.copy()
+        try:
+            result = chokepoint.relu(a, out=out)
+        except (TypeError, ValueError):
+            assert np.array_equal(out, before, equal_nan=True), what
+        else:
+            assert result is out and ref.same(np.asarray(out), ref.relu(a).astype(out.dtype))
+
+
+def test_the_numpy_engine_is_never_bypassed():
+    x, g = _inputs(np.float64)
+    with chokepoint.set_backend("numba"):
+        chokepoint.relu(x)  # the C path has float64 relu now (where it loads)
+    unary = api.relu.__globals__["_lane"].native
+    if unary is None:
+        pytest.skip(f"no C path: {native.status()}")
+    with chokepoint.set_backend("numpy"):
+        assert unary(x, None) is None
+    seen = []
+
+    def in_a_thread():
+        with chokepoint.set_backend("numpy"):
+            seen.append(unary(x, None))
+        # the process default (numba's, unless CHOKEPOINT_BACKEND says otherwise)
+        default = chokepoint.get_backend()
+        seen.append((unary(x, None) is not None) == (default == "numba"))
+
+    thread = threading.Thread(target=in_a_thread)
+    thread.start()
+    thread.join()
+    assert seen[0] is None and seen[1] is True
+
+
+def test_the_extension_builds_where_there_is_a_compiler():
+    cc = sysconfig.get_config_var("CC")
+    if native.disabled():
+        pytest.skip("CHOKEPOINT_NATIVE=0")
+    if not cc or shutil.which(shlex.split(cc)[0]) is None:
+        pytest.skip(f"no C compiler ({cc!r}) on this machine")
+    assert native.load() is not None, native.status()
+    assert native.status().startswith("on")
+
+
+def test_without_the_c_path_every_call_takes_the_python_path():
+    code = ("import numpy as np, chokepoint\n"
+            "from chokepoint.kernels import native, api\n"
+            "x = np.linspace(-1, 1, 9)\n"
+            "for _ in range(2):\n"
+            "    assert np.array_equal(chokepoint.relu(x), np.maximum(x, 0))\n"
+            "assert api.relu.__globals__['_lane'].native is None\n"
+            "print(native.status())\n")
+    env = {**os.environ, "CHOKEPOINT_NATIVE": "0"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "CHOKEPOINT_NATIVE=0" in done.stdout
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_mid_size_calls_run_the_decided_variant_in_c_and_count_in_the_plan(dtype, monkeypatch):
+    # between PARALLEL_MIN and CHECKED_MAX the C path runs the variant of the chooser's live
+    # decision while it has calls left (as api.call_fast), adds each call's time to it, and
+    # leaves the deciding to the Python path
+    _numba_only()
+    n = engine_numba.PARALLEL_MIN + 13
+    x, g = _inputs(dtype, (n,))
+    monkeypatch.setattr(engine_numba, "lock_free", True)  # as after a launch under omp/tbb
+    engine_numba.chooser.expire()
+    for _ in range(3):  # the Python path decides, and gives the C path the plan
+        chokepoint.relu_backward(g, x)
+    plan = engine_numba.chooser.plan("relu_backward", n, "parallel")
+    expected = ref.relu_backward(g, x)
+    for variant in ("parallel", "serial"):
+        plan[:] = [variant, 5, 0.0, 0]
+        with _c_path_only(monkeypatch):
+            for left in range(4, -1, -1):
+                assert ref.same(chokepoint.relu_backward(g, x), expected)
+                assert plan[1] == left
+        assert plan[3] == 5 and plan[2] > 0
+        with _c_path_only(monkeypatch), pytest.raises(AssertionError, match="Python path"):
+            chokepoint.relu_backward(g, x)  # no call left: the Python path decides
+    plan[:] = ["parallel", 5, 0.0, 0]
+    monkeypatch.setattr(engine_numba, "lock_free", False)  # a layer that needs the lock
+    with _c_path_only(monkeypatch), pytest.raises(AssertionError, match="Python path"):
+        chokepoint.relu_backward(g, x)
+    assert plan[1] == 5
