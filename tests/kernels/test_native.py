@@ -214,7 +214,7 @@ def test_what_the_c_path_declines_it_leaves_untouched(dtype):
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_declined_calls_give_the_python_paths_results_and_errors(dtype):
-    x, g = _inputs(dtype)
+    x, _g = _inputs(dtype)
     chokepoint.relu(x)
     for what, a, out in _declined(x):
         if isinstance(a, list):
@@ -238,7 +238,7 @@ def test_declined_calls_give_the_python_paths_results_and_errors(dtype):
 
 
 def test_the_numpy_engine_is_never_bypassed():
-    x, g = _inputs(np.float64)
+    x, _g = _inputs(np.float64)
     with chokepoint.set_backend("numba"):
         chokepoint.relu(x)  # the C path has float64 relu now (where it loads)
     unary = api.relu.__globals__["_lane"].native
