@@ -1,7 +1,8 @@
 """Per-call time of each kernel on a 10-element float64 array, beside its NumPy peer.
 
 Run: ``flock /tmp/chokepoint-bench.lock .venv/bin/python benchmarks/call_overhead.py``.
-Ours and the peer alternate in one process; the median of 7 autoranged repeats is printed.
+Ours (through the C path, kernels/native.py), ours with the C path off (the Python fast path)
+and the peer alternate in one process; the median of 7 autoranged repeats is printed.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import timeit
 import numpy as np
 
 import chokepoint
+from chokepoint.kernels import native
 
 
 def _per_call(stmt) -> float:
@@ -36,16 +38,25 @@ def main() -> None:
         "gelu": (lambda: chokepoint.gelu(x, "tanh"),
                  lambda: 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))),
     }
-    for ours, peer in cases.values():  # compile and warm
-        ours(), peer()
-    print(f"{'kernel':16s} {'ours us':>9s} {'numpy us':>9s}")
+    for ours, peer in cases.values():  # compile and warm (the first calls fill the C path)
+        ours(), ours(), peer()
+    module = native.load()
+    print(f"C path: {native.status()}")
+
+    off = (lambda: None) if module is None else module.set_enabled
+    print(f"{'kernel':16s} {'ours us':>9s} {'Python path':>12s} {'numpy us':>9s}")
     for name, (ours, peer) in cases.items():
         n = max(_per_call(ours), _per_call(peer))
-        a, b = [], []
+        a, p, b = [], [], []
         for _ in range(7):
             a.append(timeit.timeit(ours, number=n) / n * 1e6)
+            if module is not None:
+                off(False)
+                p.append(timeit.timeit(ours, number=n) / n * 1e6)
+                off(True)
             b.append(timeit.timeit(peer, number=n) / n * 1e6)
-        print(f"{name:16s} {statistics.median(a):9.2f} {statistics.median(b):9.2f}")
+        python = f"{statistics.median(p):12.2f}" if p else f"{'-':>12s}"
+        print(f"{name:16s} {statistics.median(a):9.2f} {python} {statistics.median(b):9.2f}")
 
 
 if __name__ == "__main__":

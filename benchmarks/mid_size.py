@@ -112,8 +112,10 @@ def forced_variants(ne, torch) -> None:
             for _ in range(2):
                 ratios = []
                 for mode in ("chooser", "parallel", "serial"):
+                    # settled once the forced variant has a figure (decide sizes its period)
                     chooser._choice = choice if mode == "chooser" else (
-                        lambda name, n, candidates, _mode=mode: (_mode, True))
+                        lambda name, n, candidates, _mode=mode: (
+                            _mode, (name, n.bit_length(), _mode) in chooser.figures))
                     chooser.expire()
                     ours_s, _, peer_s = matrix._time_cell(ours, rivals, 0.02)
                     ratios.append(f"{mode} {peer_s / ours_s:.2f}x")

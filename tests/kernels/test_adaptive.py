@@ -5,7 +5,15 @@ import pytest
 
 import chokepoint
 from chokepoint.kernels import engine_numba
-from chokepoint.kernels.adaptive import BUDGET, PERIOD, SAMPLE, SETTLE_CALLS, STALE, Chooser
+from chokepoint.kernels.adaptive import (
+    BUDGET,
+    PERIOD,
+    SAMPLE,
+    SETTLE_CALLS,
+    STALE,
+    WARM,
+    Chooser,
+)
 
 
 def warm(c, name, n):
@@ -214,6 +222,41 @@ def test_a_stray_call_counts_by_its_share_and_a_busy_core_by_its_own():
     assert c.figures[("relu", n.bit_length(), "parallel")][0] * n > 2 * cost["serial"]
 
 
+@pytest.mark.parametrize("incumbent", ["parallel", "serial"])
+def test_the_calls_after_a_switch_are_not_counted(incumbent):
+    # after a switch a variant's first calls run cold (threads waking, half the data in the
+    # other core's cache): here its first 3 calls take 3x its steady time. Counted, they kept
+    # whichever variant ran; not counted, the faster one wins from either side
+    clock = Clock()
+    c = Chooser(clock)
+    n = 100_000
+    warm(c, "relu", n)
+    steady = {"parallel": 8e-6, "serial": 12e-6}
+    history = []
+
+    def cost(variant):
+        run = 0
+        for past in reversed(history):
+            if past != variant:
+                break
+            run += 1
+        return steady[variant] * (3 if run < 3 else 1)
+
+    def call():
+        history.append(_call(c, "relu", n, cost))
+
+    # the incumbent's figure first (the other one's, too, from a call long ago)
+    c.record("relu", n, "serial" if incumbent == "parallel" else "parallel", 1.0)
+    for _ in range(50):
+        c.record("relu", n, incumbent, steady[incumbent])
+    c.plan("relu", n, "parallel")[0] = incumbent
+    for _ in range(3):
+        clock.now += STALE + 1  # each variant stale in turn: explored from the other side
+        for _ in range(400):
+            call()
+    assert history[-100:] == ["parallel"] * 100
+
+
 def test_a_stale_loser_with_short_calls_is_measured_over_sample_calls():
     # a parallel kernel re-measured after serial calls runs its first calls cold (threads
     # waking, data in the other core's cache): short calls are re-measured over SAMPLE calls
@@ -226,7 +269,8 @@ def test_a_stale_loser_with_short_calls_is_measured_over_sample_calls():
         _call(c, "relu", n, cost.get)
     clock.now += STALE + 1
     runs = "".join(_call(c, "relu", n, cost.get)[0] for _ in range(300))  # p and s
-    assert "s" * SAMPLE in runs and "s" * (SAMPLE + 3) not in runs
+    # the switch's first WARM calls (not counted, see the next test), then SAMPLE calls
+    assert "s" * (WARM + SAMPLE) in runs and "s" * (WARM + SAMPLE + 3) not in runs
     assert runs.endswith("p" * 50)
     # long calls: one call at a time (the untimed first, then two timed: a fresh figure
     # keeps the faster of two), which costs less

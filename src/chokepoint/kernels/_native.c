@@ -1,22 +1,28 @@
-/* The public functions' common call in C: plain NumPy arrays below a size, checked here and
- * computed by a numba cfunc (see native.py, which compiles this file on first use).
+/* The public functions' common call in C: plain NumPy arrays, checked here and computed by a
+ * numba cfunc (see native.py, which compiles this file on first use).
  *
- * A call through Python costs about 1.5 us before the kernel runs (the public function's
- * checks, the fast path, numba's dispatcher); NumPy's whole ufunc call on 1000 elements costs
- * 1.2-1.8 us. Here the same checks cost tens of nanoseconds.
+ * A call through Python cost about 1.5-2 us before its kernel ran (the public function's
+ * checks, api.call_fast, numba's dispatcher, which unboxes every array into a new
+ * reference-counted structure); NumPy's whole ufunc call on 1000 elements costs 1.2-1.8 us.
+ * Here the same checks cost tens of nanoseconds.
  *
- * A Native object is one public function's lane (or one parameter value's): a table of
- * kernels by (input type, output type), each with its constants. Calling it returns the result,
- * or None, with nothing written, where the Python path must take the call: anything but
+ * A Native object is one public function's C path (or one parameter value's): a table of
+ * kernels by (input type, output type), each with its constants. Calling it returns the
+ * result, or None, with nothing written, where the Python path must take the call. It takes
  * C-contiguous, aligned, native-order ndarrays (not subclasses) of the table's types, of one
- * shape, at most max_n elements, with an output that is exactly an input or overlaps none,
- * while numba's engine is in use. Validation stays in Python: None only ever sends the call
- * there.
+ * shape, with an output that is exactly an input or overlaps none, while numba's engine is in
+ * use, and
+ *   - up to max_n elements (below PARALLEL_MIN): the serial kernel;
+ *   - up to mid_max (below CHECKED_MAX): the variant of the chooser's live decision
+ *     (Chooser.plan) while it has calls left, each call's time added to it, as api.call_fast
+ *     does; parallel only where engine_numba.lock_free says the threading layer needs no
+ *     launch lock. The Python path makes the decisions.
+ * Validation stays in Python: None only ever sends the call there.
  *
  * Kinds (the arguments; every kernel is fn(a, b, c, n, constants)):
  *   MAP1   (x, out)          fn(x, NULL, out)
  *   MAP2   (grad, x, out)    fn(grad, x, out)
- *   MASK_FORWARD (x, out)    fn(x, y, bits): returns (y, bits); bits is new, (n + 7) // 8 bytes
+ *   MASK_FORWARD (x, out)    fn(x, y, bits): returns (y, PackedMask); the bits are new
  *   MASK_BACKWARD (grad, mask, out)  fn(bits, grad, out): mask a PackedMask of grad's shape
  */
 #define PY_SSIZE_T_CLEAN

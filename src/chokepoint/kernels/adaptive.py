@@ -10,8 +10,8 @@ each variant it ran: its mean call over the last few decisions (:data:`WINDOW`).
 faster one, and re-measures the other when its figure is older than :data:`STALE` seconds
 (longer for a variant whose calls cost much more, so that re-measuring takes at most
 :data:`BUDGET` of the time): at most one exploration (a call, or :data:`SAMPLE` short ones) per
-size class every half second or more, so a steady loop pays almost nothing for it, and a
-machine whose load changes is followed within a second. The first call of a size class runs the
+size class every 50 ms or more, so a steady loop pays almost nothing for it, and a
+machine whose load changes is followed within a fraction of a second. The first call of a size class runs the
 engine's default choice. The candidates are the default and serial; a fused kernel that can
 stream has three (streaming, parallel, serial), since whether LLVM vectorises its unrolled
 streaming lanes depends on the expression.
@@ -21,9 +21,11 @@ one core's cache and the thread pool's threads sleep. ``relu_grad`` on 1e5 float
 parallel call after call, but 42-63 us as the first parallel call after serial ones (17-21 us
 with the threads woken first: the other half of the input was in the other core's L2). So the
 first call of a variant after another one ran is not timed; the next call chooses again, and
-is. A kernel re-measured after a run of serial calls no longer loses by that, and a stale
-variant whose calls are short is re-measured over :data:`SAMPLE` calls (its first calls after
-the other variant's measured 2-3x its steady time on 1e5 elements).
+is. Where the calls are short, the first :data:`WARM` calls after a switch are not counted at
+all, and a stale variant is re-measured over :data:`SAMPLE` calls after them (its first calls
+after the other variant's measured 2-3x its steady time on 1e5 elements, and counted, they kept
+whichever variant was running: serial for 119 of 120 timed relu_grad calls on 1e5 float32,
+at 8.9 us where the parallel kernel took 6.5).
 
 A fresh figure (the first for a variant, or the first after it went stale) takes two calls and
 keeps the faster of them, and a variant that lost on one call is run once more: one slow call
@@ -37,18 +39,28 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-__all__ = ["BUDGET", "PERIOD", "PERIOD_CAP", "SAMPLE", "SETTLE_CALLS", "STALE", "WINDOW",
+__all__ = ["BUDGET", "PERIOD", "PERIOD_CAP", "SAMPLE", "SETTLE_CALLS", "STALE", "WARM", "WINDOW",
            "Chooser", "settle"]
 
-#: a variant's figure older than this (seconds) is measured again. 2 s held a figure taken
-#: in a slow moment (a parallel call at 29 us on 1e5 float32 elements, against 7.8 us call
-#: after call) through a whole benchmark cell; :data:`BUDGET` still bounds what it costs
-STALE = 0.5
+#: a variant's figure older than this (seconds) is measured again (:data:`BUDGET` bounds what
+#: it costs). 2 s held a figure taken in a slow moment (a parallel call at 29 us on 1e5
+#: float32 elements, against 7.8 us call after call) through a whole benchmark cell; so did
+#: 0.5 s: the first exploration's two cold single calls (18.7 and 12.8 us) kept relu_grad on
+#: 1e5 float32 serial (7.9 us a call) where the parallel kernel took 6.0 us. Re-measuring
+#: costs WARM + SAMPLE calls of the loser: 0.2% of the time on 1e5 elements every 50 ms
+STALE = 0.05
 #: one call in this many per kernel and size class is chosen and timed (see Chooser.decide)
 SAMPLE = 8
 #: or one in as many as take this long (seconds), when that is more: a decision costs about
 #: 5 us of Python, and the calls between them (a few us on 1e5 elements) are cheap
 PERIOD = 1e-3
+#: a switch to a variant whose calls are short runs this many calls before any is counted
+#: (see the module notes): a parallel kernel's first calls after serial ones wait while its
+#: threads wake and half its data moves to the other core; the serial kernel's first calls
+#: after parallel ones wait for the other half. Counted, they kept whichever variant ran
+#: (relu_grad on 1e5 float32: serial for 119 of 120 timed calls, 8.9 us a call, where the
+#: parallel kernel took 6.5 us call after call)
+WARM = 4
 #: at most this fraction of the time goes to re-measuring the slower variant
 BUDGET = 0.01
 #: a variant's figure is the mean call over its last this many entries (a timed call, or the
@@ -92,6 +104,7 @@ class Chooser:
         # key of figures -> its last entries: (seconds per element in all, calls)
         self._samples: dict[tuple, list[tuple[float, int]]] = {}
         self._last: dict[tuple, list] = {}  # (kernel, size, default, others) -> plan()
+        self._warming: set[int] = set()  # ids of the plans whose period is a warm-up
 
     def decide(self, name, n: int, default: str,
                others: tuple[str, ...] = ("serial",)) -> tuple[str, bool]:
@@ -111,7 +124,9 @@ class Chooser:
         if last[1] > 0:
             last[1] -= 1
             return last[0], False
-        if last[3]:  # the untimed calls the caller timed (see plan): one figure's worth
+        if self._warming and id(last) in self._warming:  # the calls after a switch: not counted
+            self._warming.discard(id(last))
+        elif last[3]:  # the untimed calls the caller timed (see plan): one figure's worth
             key = (name, n.bit_length(), last[0])
             seconds = last[2] / max(n, 1)
             old = self.figures.get(key)
@@ -119,15 +134,21 @@ class Chooser:
                 seconds = min(seconds, PERIOD_CAP * old[0] * last[3])
             self._add(key, seconds, last[3])
         variant, settled = self._choice(name, n, (default, *others))
+        figure = self.figures.get((name, n.bit_length(), variant))
         if last[0] is not None and last[0] != variant:
             # the first call after another variant: its data are in the other variant's
-            # caches (see the module notes), so it is not timed and the next call chooses again
-            last[:] = [variant, 0, 0.0, 0]
+            # caches (see the module notes), so it is not timed and the next call chooses
+            # again; where its calls are short, the first WARM calls are not counted (not in
+            # the first exploration, which stays short: see SETTLE_CALLS)
+            calls = (WARM - 1 if figure is not None and figure[2] >= 2
+                     and _explore_calls(figure[0] * n) > 1 else 0)
+            if calls:
+                self._warming.add(id(last))
+            last[:] = [variant, calls, 0.0, 0]
             return variant, False
         # the calls after this one: SAMPLE, or as many as take PERIOD; a variant run to be
         # measured runs once, or when it is stale SAMPLE times where its calls are short
         # (_explore_calls; the first exploration stays short: see SETTLE_CALLS)
-        figure = self.figures.get((name, n.bit_length(), variant))
         if not settled:
             calls = 0 if figure is None or figure[2] < 2 else _explore_calls(figure[0] * n) - 1
         else:
@@ -158,6 +179,7 @@ class Chooser:
         where the parent's parallel choices may not run)."""
         for last in self._last.values():
             last[1:] = [0, 0.0, 0]
+        self._warming.clear()
 
     def choose(self, name, n: int, default: str, others: tuple[str, ...] = ("serial",)) -> str:
         """The variant to run for kernel ``name`` on ``n`` elements: ``default`` (the engine's
@@ -243,8 +265,10 @@ def _retry(loser: tuple[float, float, int], winner: tuple[float, float, int], n:
     """
     if loser[2] < 2:
         return True
-    # seconds an exploration costs: its calls, each slower by the difference
-    extra = (loser[0] - winner[0]) * n * _explore_calls(loser[0] * n)
+    # seconds an exploration costs: its calls (and the warm-up before them), each slower by
+    # the difference
+    calls = _explore_calls(loser[0] * n)
+    extra = (loser[0] - winner[0]) * n * (calls + (WARM if calls > 1 else 0))
     return now - loser[1] > max(STALE, extra / BUDGET)
 
 

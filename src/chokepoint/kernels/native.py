@@ -1,18 +1,23 @@
 """The public functions' common call in C: ``_native.c``, compiled on first use.
 
-A small call through Python spends about 1.5 us before its kernel runs: the public function's
+A small call through Python spent about 1.5-2 us before its kernel ran: the public function's
 type checks, the fast path (:func:`.api.call_fast`) and numba's dispatcher, which unboxes each
-array into a reference-counted structure. NumPy's whole ufunc call on 1000 elements costs
-1.2-1.8 us, so on batch-sized arrays our kernels lost on overhead alone
-(``benchmarks/call_overhead.py``, ``benchmarks/RESULTS.md``). ``_native.c`` makes the checks of
-the common call in C and runs the serial kernel as a numba ``cfunc`` (the same generated source
-as the other variants, :func:`.engine_numba.native_kernel`); what it declines, it leaves to the
-Python path, untouched.
+array into a new reference-counted structure. NumPy's whole ufunc call on 1000 elements costs
+1.2-1.8 us, so on batch-sized arrays our kernels lost on overhead alone. ``_native.c`` makes
+the fast path's checks in C and runs the kernel as a numba ``cfunc`` (the same generated
+source as the other variants, :func:`.engine_numba.native_kernel`): the serial kernel below
+``PARALLEL_MIN`` elements, and up to ``CHECKED_MAX`` the variant the chooser decided, while its
+live decision has calls left. What it declines (anything but plain C-contiguous native arrays
+of one shape, a decision to make, the NumPy engine) it leaves to the Python path, untouched.
+
+The public function calls its :class:`Lane`'s ``Native`` first. The Python path fills the
+lane: a dtype's kernels on its first small or mid-size call, a size class's decision on its
+first mid-size call.
 
 The extension is built with the C compiler Python was built with (``sysconfig``), against the
-NumPy in use, into the user cache directory, once per source, Python and NumPy version. Without
-a compiler (or with ``CHOKEPOINT_NATIVE=0``) everything runs as before, only with the Python
-overhead; :func:`status` says which, and ``chokepoint info`` shows it.
+NumPy in use, into the user cache directory, once per source, Python and NumPy version (about
+a second). Without a compiler (or with ``CHOKEPOINT_NATIVE=0``) everything runs as before, with
+the Python overhead; :func:`status` says which, and ``chokepoint info`` shows it.
 """
 
 from __future__ import annotations
