@@ -332,17 +332,30 @@ static PyObject *native_call(PyObject *op, PyObject *const *args, size_t nargsf,
     return result;
 }
 
+/* fn on three pointers; without the GIL above max_n elements (as the Python path's nogil
+ * kernels: other threads run meanwhile; below, releasing it would cost more than the call) */
+static void call(Native *self, kernel_fn fn, Slot *slot, void *a, void *b, void *c, npy_intp n)
+{
+    if (n <= self->max_n) {
+        fn(a, b, c, n, slot->c);
+        return;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    fn(a, b, c, n, slot->c);
+    Py_END_ALLOW_THREADS
+}
+
 /* runs the kernel (y: a new reference, handed to the result) */
 static PyObject *run(Native *self, kernel_fn fn, Slot *slot, PyArrayObject *x,
                      PyArrayObject *a, PyArrayObject *y, npy_intp n)
 {
     switch (self->kind) {
     case MAP1:
-        fn(PyArray_DATA(x), NULL, PyArray_DATA(y), n, slot->c);
+        call(self, fn, slot, PyArray_DATA(x), NULL, PyArray_DATA(y), n);
         return (PyObject *)y;
     case MAP2:
     case MASK_BACKWARD:
-        fn(PyArray_DATA(a), PyArray_DATA(x), PyArray_DATA(y), n, slot->c);
+        call(self, fn, slot, PyArray_DATA(a), PyArray_DATA(x), PyArray_DATA(y), n);
         return (PyObject *)y;
     default: { /* MASK_FORWARD: new bits, never overlapping y */
         npy_intp nbits = (n + 7) / 8;
@@ -351,7 +364,8 @@ static PyObject *run(Native *self, kernel_fn fn, Slot *slot, PyArrayObject *x,
             Py_DECREF(y);
             return NULL;
         }
-        fn(PyArray_DATA(x), PyArray_DATA(y), PyArray_DATA((PyArrayObject *)bits), n, slot->c);
+        call(self, fn, slot, PyArray_DATA(x), PyArray_DATA(y),
+             PyArray_DATA((PyArrayObject *)bits), n);
         PyObject *mask = new_mask((PyArrayObject *)bits, x, self->tag);
         Py_DECREF(bits);
         if (mask == NULL) {
