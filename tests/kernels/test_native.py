@@ -10,6 +10,7 @@ import subprocess
 import sys
 import sysconfig
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -314,3 +315,22 @@ def test_mid_size_calls_run_the_decided_variant_in_c_and_count_in_the_plan(dtype
     with _c_path_only(monkeypatch), pytest.raises(AssertionError, match="Python path"):
         chokepoint.relu_backward(g, x)
     assert plan[1] == 5
+
+
+def test_a_kernel_that_does_not_compile_leaves_its_calls_to_the_python_path(monkeypatch):
+    _numba_only()
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no such kernel")
+
+    monkeypatch.setattr(engine_numba, "native_kernel", broken)
+    lane = native.Lane(native.MAP1)
+    f32 = np.dtype(np.float32)
+    with pytest.warns(RuntimeWarning, match="stays on the Python path.*no such kernel"):
+        lane.add("relu", f32, f32, (0.0,))
+    assert lane.native is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lane.add("relu", f32, f32, (0.0,))  # tried once: no second warning
+        lane.add_plan("relu", f32, f32, (0.0,), 17, [None, 0, 0.0, 0])
+    assert lane.native is None

@@ -32,6 +32,7 @@ import sys
 import sysconfig
 import tempfile
 import threading
+import warnings
 from pathlib import Path
 from types import ModuleType
 
@@ -177,15 +178,21 @@ class Lane:
             return False
         from . import engine_numba as engine
 
-        kernel = engine.native_kernel(op, dtype, out_dtype)
+        try:
+            serial = engine.native_kernel(op, dtype, out_dtype)
+            parallel = engine.native_kernel(op, dtype, out_dtype, parallel=True)
+        except Exception as exc:  # the Python path still runs the call: say why, once
+            warnings.warn(f"chokepoint: {op} on {dtype} stays on the Python path: its C path "
+                          f"kernel did not compile ({type(exc).__name__}: {exc})",
+                          RuntimeWarning, stacklevel=2)
+            return False
         native = self.native
         if native is None:
             native = module.Native(self.kind, engine.PARALLEL_MIN - 1, engine.CHECKED_MAX - 1,
                                    self.at_zero)
         fresh = out_dtype == (dtype if self.fresh is None else self.fresh)
-        native.add(dtype, out_dtype, kernel, [float(c) for c in constants], fresh)
-        native.add_parallel(dtype, out_dtype, engine.native_kernel(op, dtype, out_dtype,
-                                                                   parallel=True))
+        native.add(dtype, out_dtype, serial, [float(c) for c in constants], fresh)
+        native.add_parallel(dtype, out_dtype, parallel)
         self.native = native  # published once it has its kernels
         return True
 
