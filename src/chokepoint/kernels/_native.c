@@ -482,16 +482,18 @@ static kernel_fn address_of(PyObject *cfunc, PyObject *keep_list)
     return (kernel_fn)(uintptr_t)value;
 }
 
-PyDoc_STRVAR(add_doc, "add(in_dtype, out_dtype, serial, constants, fresh)\n\n"
-             "Run the serial kernel (a numba cfunc: its address) for these dtypes up to max_n "
-             "elements, with these constants (floats, at most 8); fresh: write a new output of "
-             "out_dtype when out is None.");
+PyDoc_STRVAR(add_doc, "add(in_dtype, out_dtype, serial, parallel, constants, fresh)\n\n"
+             "The kernels (numba cfuncs) for these dtypes: the serial one up to max_n "
+             "elements, and to mid_max the one the chooser decided (see add_plan); with these "
+             "constants (floats, at most 8). fresh: write a new output of out_dtype when out "
+             "is None.");
 
 static PyObject *native_add(Native *self, PyObject *args)
 {
-    PyObject *in_dtype, *out_dtype, *cfunc, *constants;
+    PyObject *in_dtype, *out_dtype, *serial, *parallel, *constants;
     int fresh;
-    if (!PyArg_ParseTuple(args, "OOOOp", &in_dtype, &out_dtype, &cfunc, &constants, &fresh))
+    if (!PyArg_ParseTuple(args, "OOOOOp", &in_dtype, &out_dtype, &serial, &parallel,
+                          &constants, &fresh))
         return NULL;
     PyObject *seq = PySequence_Fast(constants, "Native.add: constants must be a sequence");
     if (seq == NULL)
@@ -511,30 +513,15 @@ static PyObject *native_add(Native *self, PyObject *args)
         return NULL;
     }
     Slot *slot = slot_for(self, in_dtype, out_dtype);
-    kernel_fn fn = slot == NULL ? NULL : address_of(cfunc, self->keep);
-    if (fn == NULL)
+    kernel_fn fn = slot == NULL ? NULL : address_of(serial, self->keep);
+    kernel_fn par = fn == NULL ? NULL : address_of(parallel, self->keep);
+    if (par == NULL)
         return NULL;
     memcpy(slot->c, c, sizeof(c));
+    slot->par = par;
     slot->fn = fn;
     if (fresh)
         self->fresh[type_number(in_dtype)] = (signed char)type_number(out_dtype);
-    Py_RETURN_NONE;
-}
-
-PyDoc_STRVAR(add_parallel_doc, "add_parallel(in_dtype, out_dtype, parallel)\n\n"
-             "The parallel kernel (a numba cfunc) for the mid-size calls the chooser decides "
-             "it for (see add_plan); after add().");
-
-static PyObject *native_add_parallel(Native *self, PyObject *args)
-{
-    PyObject *in_dtype, *out_dtype, *cfunc;
-    if (!PyArg_ParseTuple(args, "OOO", &in_dtype, &out_dtype, &cfunc))
-        return NULL;
-    Slot *slot = slot_for(self, in_dtype, out_dtype);
-    kernel_fn fn = slot == NULL ? NULL : address_of(cfunc, self->keep);
-    if (fn == NULL)
-        return NULL;
-    slot->par = fn;
     Py_RETURN_NONE;
 }
 
@@ -561,7 +548,6 @@ static PyObject *native_add_plan(Native *self, PyObject *args)
 
 static PyMethodDef native_methods[] = {
     {"add", (PyCFunction)native_add, METH_VARARGS, add_doc},
-    {"add_parallel", (PyCFunction)native_add_parallel, METH_VARARGS, add_parallel_doc},
     {"add_plan", (PyCFunction)native_add_plan, METH_VARARGS, add_plan_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -191,8 +191,7 @@ class Lane:
             native = module.Native(self.kind, engine.PARALLEL_MIN - 1, engine.CHECKED_MAX - 1,
                                    self.at_zero)
         fresh = out_dtype == (dtype if self.fresh is None else self.fresh)
-        native.add(dtype, out_dtype, serial, [float(c) for c in constants], fresh)
-        native.add_parallel(dtype, out_dtype, parallel)
+        native.add(dtype, out_dtype, serial, parallel, [float(c) for c in constants], fresh)
         self.native = native  # published once it has its kernels
         return True
 
