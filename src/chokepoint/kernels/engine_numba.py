@@ -122,19 +122,23 @@ _OVERLAP = """    p = {a}.ctypes.data
         return False"""
 
 # One byte of the mask per iteration: bit k of byte j is element 8 * j + k (little bit order,
-# as np.packbits(..., bitorder="little")).
+# as np.packbits(..., bitorder="little")). Each whole byte is one vector step (relu8: a load, a
+# compare whose 8 lanes are the byte, a select, a store); the last partial byte is scalar. The
+# scalar byte loop that came before (a shift and an or per element) ran relu_with_mask on 1e5
+# float32 elements at 33-60 us, against 48-56 us for NumPy's maximum and greater.
 _MASK_FORWARD = """
 def {fname}(x, y, bits, zero):
     n = x.shape[0]
-    for j in {loop}(bits.shape[0]):
-        start = 8 * j
-        stop = min(start + 8, n)
+    for j in {loop}(n // 8):
+        bits[j] = {relu8}(x, y, np.uint64(8) * np.uint64(j), zero)
+    start = n - n % 8
+    if start < n:
         byte = 0
-        for i in range(start, stop):
+        for i in range(start, n):
             v = x[i]
             y[i] = {relu}
             byte |= np.uint8({passes}) << np.uint8(i - start)
-        bits[j] = byte
+        bits[n // 8] = byte
 """
 
 # Streaming variants (large outputs): 8 results per iteration, written with non-temporal
@@ -275,6 +279,52 @@ def _select8_codegen(nontemporal: bool):
     return codegen
 
 
+def _relu8_codegen(at_zero: bool):
+    def codegen(context, builder, sig, args):
+        x_t, y_t, _, zero_t = sig.args
+        x, y, index, zero = args
+        element = context.get_data_type(x_t.dtype)
+        vector = ir.VectorType(element, 8)
+        size = context.get_abi_sizeof(element)
+        src, dst = (cgutils.get_item_pointer(context, builder, t, context.make_array(t)(
+            context, builder, a), [index], wraparound=False) for t, a in ((x_t, x), (y_t, y)))
+        v = builder.load(builder.bitcast(src, vector.as_pointer()), align=size)
+        fill = context.cast(builder, zero, zero_t, x_t.dtype)
+        zeros = builder.insert_element(ir.Constant(vector, ir.Undefined), fill,
+                                       ir.Constant(ir.IntType(32), 0))
+        zeros = builder.shuffle_vector(zeros, ir.Constant(vector, ir.Undefined),
+                                       ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
+        # relu: select(v < zero, zero, v) keeps -0.0 and NaN, as OPS["relu"]; the
+        # derivative's bit: logical_not(v <= zero) (or < with at_zero): NaN passes
+        passing = ">=" if at_zero else ">"
+        if isinstance(x_t.dtype, types.Float):
+            below = builder.fcmp_ordered("<", v, zeros)
+            passes = builder.fcmp_unordered(passing, v, zeros)
+        else:  # the integer inputs relu_with_mask takes
+            compare = builder.icmp_signed if x_t.dtype.signed else builder.icmp_unsigned
+            below = compare("<", v, zeros)
+            passes = compare(passing, v, zeros)
+        builder.store(builder.select(below, zeros, v), builder.bitcast(dst, vector.as_pointer()),
+                      align=size)
+        return builder.bitcast(passes, ir.IntType(8))
+
+    return codegen
+
+
+@intrinsic
+def _relu8(typingctx, x, y, index, zero):
+    """``y[index + k] = relu(x[index + k])`` for k < 8 (one vector load, select and store),
+    and the byte whose bit k is ``x[index + k] > zero`` or NaN: the mask forward's step
+    (``index`` a multiple of 8, within both arrays; ``y`` may be ``x``)."""
+    return types.uint8(x, y, index, zero), _relu8_codegen(False)
+
+
+@intrinsic
+def _relu8_at_zero(typingctx, x, y, index, zero):
+    """:func:`_relu8` with the bit ``x[index + k] >= zero`` or NaN."""
+    return types.uint8(x, y, index, zero), _relu8_codegen(True)
+
+
 @intrinsic
 def _select8(typingctx, grad, byte, out, index, zero):
     """``out[index + k] = grad[index + k] if bit k of byte else zero`` for k < 8, as one vector
@@ -355,6 +405,8 @@ _NAMESPACE = {
     "prange": numba.prange,
     "stream8": _stream8,
     "select8": _select8,
+    "relu8": _relu8,
+    "relu8_at_zero": _relu8_at_zero,
     "select8_stream": _select8_stream,
     **vocabulary.NUMBA,
 }
@@ -412,7 +464,8 @@ def _source(name: str, fname: str, mode: str) -> str:
                                                lanes=_lanes(_MASK_FORWARD_LANE, **fields))
         if mode in _CHECKED:
             return _MASK_FORWARD_CHECKED.format(fname=fname)
-        return _MASK_FORWARD.format(fname=fname, loop=loop, **fields)
+        return _MASK_FORWARD.format(fname=fname, loop=loop, relu8=name.replace(
+            "mask_forward", "relu8"), **fields)
     if name == "mask_backward":
         if mode in _CHECKED:
             return _MASK_BACKWARD_CHECKED.format(fname=fname)
