@@ -484,7 +484,8 @@ static kernel_fn address_of(PyObject *cfunc, PyObject *keep_list)
 
 PyDoc_STRVAR(add_doc, "add(in_dtype, out_dtype, serial, parallel, constants, fresh)\n\n"
              "The kernels (numba cfuncs) for these dtypes: the serial one up to max_n "
-             "elements, and to mid_max the one the chooser decided (see add_plan); with these "
+             "elements, and to mid_max the one the chooser decided (see add_plan; parallel "
+             "None: none yet, or the one given before); with these "
              "constants (floats, at most 8). fresh: write a new output of out_dtype when out "
              "is None.");
 
@@ -514,11 +515,15 @@ static PyObject *native_add(Native *self, PyObject *args)
     }
     Slot *slot = slot_for(self, in_dtype, out_dtype);
     kernel_fn fn = slot == NULL ? NULL : address_of(serial, self->keep);
-    kernel_fn par = fn == NULL ? NULL : address_of(parallel, self->keep);
-    if (par == NULL)
+    if (fn == NULL)
         return NULL;
+    if (parallel != Py_None) {
+        kernel_fn par = address_of(parallel, self->keep);
+        if (par == NULL)
+            return NULL;
+        slot->par = par;
+    }
     memcpy(slot->c, c, sizeof(c));
-    slot->par = par;
     slot->fn = fn;
     if (fresh)
         self->fresh[type_number(in_dtype)] = (signed char)type_number(out_dtype);

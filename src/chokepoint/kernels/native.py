@@ -151,7 +151,7 @@ class Lane:
         :data:`MASK_FORWARD`: the masks' ``at_zero``.
     """
 
-    __slots__ = ("added", "at_zero", "fresh", "kind", "lock", "native", "planned")
+    __slots__ = ("added", "at_zero", "fresh", "kind", "lock", "native", "parallel", "planned")
 
     def __init__(self, kind: int, fresh: np.dtype | None = None, at_zero: int = 0) -> None:
         self.kind = kind
@@ -161,6 +161,7 @@ class Lane:
         self.native = None
         self.added: set[tuple] = set()  # the (input, output) dtypes tried
         self.planned: set[tuple] = set()  # the (input, output, size class) plans given
+        self.parallel: dict[tuple, bool] = {}  # (input, output) -> its parallel kernel is in
 
     def add(self, op: str, dtype: np.dtype, out_dtype: np.dtype, constants: tuple) -> None:
         """Run op's serial kernel here on small calls of ``dtype`` inputs into ``out_dtype``
@@ -168,11 +169,16 @@ class Lane:
         with self.lock:
             self._add(op, dtype, out_dtype, constants)
 
-    def _add(self, op, dtype, out_dtype, constants) -> bool:
+    def _add(self, op, dtype, out_dtype, constants, parallel: bool = False) -> bool:
+        """Put op's serial kernel for these dtypes in the table (and with ``parallel`` its
+        parallel one: only mid-size calls need it, so small ones do not compile it); whether
+        the table has them. Hold :attr:`lock`."""
         key = (dtype, out_dtype)
-        if key in self.added:
-            return self.native is not None
+        if key in self.added and (not parallel or key in self.parallel):
+            return self.native is not None and (not parallel or self.parallel[key])
         self.added.add(key)
+        if parallel:
+            self.parallel[key] = False
         module = load()
         if module is None:
             return False
@@ -180,18 +186,21 @@ class Lane:
 
         try:
             serial = engine.native_kernel(op, dtype, out_dtype)
-            parallel = engine.native_kernel(op, dtype, out_dtype, parallel=True)
+            made = engine.native_kernel(op, dtype, out_dtype, parallel=True) if parallel else None
         except Exception as exc:  # the Python path still runs the call: say why, once
             warnings.warn(f"chokepoint: {op} on {dtype} stays on the Python path: its C path "
                           f"kernel did not compile ({type(exc).__name__}: {exc})",
-                          RuntimeWarning, stacklevel=2)
+                          RuntimeWarning, stacklevel=3)
+            self.parallel[key] = False  # not tried again, for either variant
             return False
         native = self.native
         if native is None:
             native = module.Native(self.kind, engine.PARALLEL_MIN - 1, engine.CHECKED_MAX - 1,
                                    self.at_zero)
         fresh = out_dtype == (dtype if self.fresh is None else self.fresh)
-        native.add(dtype, out_dtype, serial, parallel, [float(c) for c in constants], fresh)
+        native.add(dtype, out_dtype, serial, made, [float(c) for c in constants], fresh)
+        if parallel:
+            self.parallel[key] = True
         self.native = native  # published once it has its kernels
         return True
 
@@ -201,6 +210,6 @@ class Lane:
         ``plan`` (:meth:`.Chooser.plan`), while it has calls left."""
         with self.lock:
             key = (dtype, out_dtype, size)
-            if key not in self.planned and self._add(op, dtype, out_dtype, constants):
+            if key not in self.planned and self._add(op, dtype, out_dtype, constants, True):
                 self.native.add_plan(dtype, out_dtype, size, plan)
             self.planned.add(key)
