@@ -341,3 +341,50 @@ def test_a_kernel_that_does_not_compile_leaves_its_calls_to_the_python_path(monk
         lane.add("relu", f32, f32, (0.0,))  # tried once: no second warning
         lane.add_plan("relu", f32, f32, (0.0,), 17, [None, 0, 0.0, 0])
     assert lane.native is None
+
+
+@pytest.mark.parametrize("parallel_min", [1 << 22, 1 << 62])
+def test_a_tuned_parallel_threshold_above_the_mid_size_range(parallel_min, monkeypatch):
+    # the tuning may put PARALLEL_MIN past CHECKED_MAX (1 << 62: one thread): the C path reads
+    # it each call and runs the serial kernel below it, as the Python path does
+    _numba_only()
+    monkeypatch.setattr(engine_numba, "PARALLEL_MIN", parallel_min)
+    lane = native.Lane(native.MAP1)  # a new table, made under that tuning
+    f64 = np.dtype(np.float64)
+    lane.add("relu", f64, f64, (0.0,))
+    assert lane.native is not None
+    for n in (10, engine_numba.CHECKED_MAX + 5):
+        x = np.linspace(-1, 1, n)
+        assert ref.same(lane.native(x, None), ref.relu(x))
+    big = np.linspace(-1, 1, engine_numba.CHECKED_MAX + 5)
+    chokepoint.relu(np.linspace(-1, 1, 7))  # the Python path gives relu's table float64
+    with _c_path_only(monkeypatch):  # the public function too, past CHECKED_MAX
+        assert ref.same(chokepoint.relu(big), ref.relu(big))
+
+
+def test_a_failed_load_is_said_once_and_leaves_the_python_path(monkeypatch):
+    def broken():
+        raise AttributeError("no slots here")
+
+    monkeypatch.setattr(native, "_built", broken)
+    monkeypatch.setattr(native, "_tried", False)
+    monkeypatch.setattr(native, "_module", None)
+    monkeypatch.setattr(native, "_why", None)
+    monkeypatch.setattr(native, "disabled", lambda: False)
+    assert native.load() is None
+    assert native.status().startswith("not built: no slots here")
+    monkeypatch.setattr(native, "_built", lambda: pytest.fail("tried again"))
+    assert native.load() is None
+    lane = native.Lane(native.MAP1)
+    f64 = np.dtype(np.float64)
+    lane.add("relu", f64, f64, (0.0,))
+    assert lane.native is None
+
+
+def test_only_number_dtypes_go_in_a_table():
+    _numba_only()
+    table = native.load().Native(native.MAP1, 100)
+    kernel = engine_numba.native_kernel("relu", np.dtype(np.float64), np.dtype(np.float64))
+    for dtype in ("U1", "V8", "M8[s]", ">f8"):
+        with pytest.raises(ValueError, match="dtype"):
+            table.add(np.dtype(dtype), np.dtype(np.float64), kernel, None, (0.0,), True)

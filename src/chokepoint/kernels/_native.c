@@ -12,7 +12,8 @@
  * C-contiguous, aligned, native-order ndarrays (not subclasses) of the table's types, of one
  * shape, with an output that is exactly an input or overlaps none, while numba's engine is in
  * use, and
- *   - up to max_n elements (below PARALLEL_MIN): the serial kernel;
+ *   - below engine_numba.PARALLEL_MIN elements (read each call: the tuning sets it): the
+ *     serial kernel, without the GIL from GIL_FREE_MIN elements;
  *   - up to mid_max (below CHECKED_MAX): the variant of the chooser's live decision
  *     (Chooser.plan) while it has calls left, each call's time added to it, as api.call_fast
  *     does; parallel only where engine_numba.lock_free says the threading layer needs no
@@ -54,7 +55,6 @@ typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
     int kind;
-    npy_intp max_n;           /* the serial kernel up to here */
     npy_intp mid_max;         /* the chooser's decided variant up to here (CHECKED_MAX - 1) */
     signed char fresh[NT]; /* input type -> the type of a new output, -1: none */
     Slot *slot[NT][NT];    /* [input type][output type], NULL: none */
@@ -65,7 +65,11 @@ typedef struct {
 static int enabled = 1;
 /* the engine in use: the ContextVar of backend.py, its module dict and numba's engine module */
 static PyObject *engine_var = NULL, *backend_dict = NULL, *default_key = NULL,
-                *numba_engine = NULL, *numba_dict = NULL, *lock_free_key = NULL;
+                *numba_engine = NULL, *numba_dict = NULL, *lock_free_key = NULL,
+                *parallel_min_key = NULL;
+/* kernels on at least this many elements run without the GIL (below, releasing and taking it
+ * back would cost more than the call) */
+#define GIL_FREE_MIN (1 << 14)
 /* PackedMask, and where its slots (__slots__: _bits, _shape, _at_zero) sit in an instance */
 static PyTypeObject *mask_type = NULL;
 static Py_ssize_t bits_at = -1, shape_at = -1, at_zero_at = -1;
@@ -106,7 +110,9 @@ static int usable(PyObject *o, int flags)
     if ((PyArray_FLAGS(a) & flags) != flags || !PyArray_ISNOTSWAPPED(a))
         return -1;
     int t = PyArray_TYPE(a);
-    return (t >= 0 && t < NT) ? t : -1;
+    if (t < 0 || t >= NT || PyTypeNum_ISFLEXIBLE(t) || PyTypeNum_ISDATETIME(t))
+        return -1;
+    return t;
 }
 
 static int same_shape(PyArrayObject *a, PyArrayObject *b)
@@ -202,14 +208,27 @@ static double now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* engine_numba.PARALLEL_MIN (the tuning may change it): the serial kernel below it; 0 where it
+ * cannot be read (then no call runs serial here) */
+static npy_intp parallel_min(void)
+{
+    PyObject *value = PyDict_GetItemWithError(numba_dict, parallel_min_key); /* borrowed */
+    npy_intp min = value != NULL && PyLong_CheckExact(value) ? PyLong_AsSsize_t(value) : 0;
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return min;
+}
+
 /* A mid-size call: the variant the chooser decided, for a call it decided it for (as
  * api.call_fast: calls left decremented; the call's seconds and 1 added to the plan, for the
  * next decision). NULL: decline (no decision left, no parallel kernel yet, or a threading layer
- * that needs the launch lock); *plan then NULL. */
+ * that needs the launch lock); *plan then NULL, else a new reference to the plan. */
 static kernel_fn decided(Native *self, Slot *slot, npy_intp n, PyObject **plan)
 {
     *plan = NULL;
-    if (n > self->mid_max || slot->par == NULL)
+    if (n <= 0 || n > self->mid_max || slot->par == NULL)
         return NULL;
     PyObject *lock_free = PyDict_GetItemWithError(numba_dict, lock_free_key); /* borrowed */
     if (lock_free != Py_True) {
@@ -241,18 +260,23 @@ static kernel_fn decided(Native *self, Slot *slot, npy_intp n, PyObject **plan)
         return NULL;
     }
     PyList_SetItem(live, 1, fewer); /* steals fewer */
-    *plan = live;
+    *plan = Py_NewRef(live);
     return fn;
 }
 
 /* adds a call's seconds to its plan (see decided) */
 static void count(PyObject *plan, double seconds)
 {
-    PyObject *total = PyList_GET_ITEM(plan, 2), *calls = PyList_GET_ITEM(plan, 3);
-    if (!PyFloat_CheckExact(total) || !PyLong_CheckExact(calls))
+    if (PyList_GET_SIZE(plan) != 4)
         return;
-    PyObject *more = PyFloat_FromDouble(PyFloat_AS_DOUBLE(total) + seconds);
-    PyObject *one_more = PyLong_FromSsize_t(PyLong_AsSsize_t(calls) + 1);
+    double total = PyFloat_AsDouble(PyList_GET_ITEM(plan, 2));
+    Py_ssize_t calls = PyLong_AsSsize_t(PyList_GET_ITEM(plan, 3));
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return;
+    }
+    PyObject *more = PyFloat_FromDouble(total + seconds);
+    PyObject *one_more = PyLong_FromSsize_t(calls + 1);
     if (more == NULL || one_more == NULL) {
         Py_XDECREF(more);
         Py_XDECREF(one_more);
@@ -284,8 +308,8 @@ static PyObject *native_call(PyObject *op, PyObject *const *args, size_t nargsf,
     int tin = usable((PyObject *)x, READ);
     if (tin < 0)
         Py_RETURN_NONE;
-    npy_intp n = PyArray_SIZE(x);
-    if (n > self->mid_max)
+    npy_intp n = PyArray_SIZE(x), serial_below = parallel_min();
+    if (n >= serial_below && n > self->mid_max)
         Py_RETURN_NONE;
     PyArrayObject *a = (PyArrayObject *)first;
     if (self->kind == MAP2) {
@@ -314,29 +338,37 @@ static PyObject *native_call(PyObject *op, PyObject *const *args, size_t nargsf,
             Py_RETURN_NONE;
     }
     PyObject *plan = NULL;
-    kernel_fn fn = n <= self->max_n ? slot->fn : decided(self, slot, n, &plan);
+    kernel_fn fn = n < serial_below ? slot->fn : decided(self, slot, n, &plan);
     if (fn == NULL)
         Py_RETURN_NONE;
     /* from here the call is taken */
     if (y == NULL) {
         y = (PyArrayObject *)PyArray_SimpleNew(PyArray_NDIM(x), PyArray_DIMS(x), tout);
-        if (y == NULL)
+        if (y == NULL) {
+            Py_XDECREF(plan);
             return NULL;
+        }
     } else {
         Py_INCREF(y);
     }
+    /* a: grad, or the bits borrowed from the mask: held while the GIL is released */
+    Py_INCREF(a);
     double start = plan == NULL ? 0.0 : now();
     PyObject *result = run(self, fn, slot, x, a, y, n);
-    if (plan != NULL && result != NULL)
-        count(plan, now() - start);
+    if (plan != NULL) {
+        if (result != NULL)
+            count(plan, now() - start);
+        Py_DECREF(plan);
+    }
+    Py_DECREF(a);
     return result;
 }
 
-/* fn on three pointers; without the GIL above max_n elements (as the Python path's nogil
- * kernels: other threads run meanwhile; below, releasing it would cost more than the call) */
-static void call(Native *self, kernel_fn fn, Slot *slot, void *a, void *b, void *c, npy_intp n)
+/* fn on three pointers; without the GIL from GIL_FREE_MIN elements (as the Python path's nogil
+ * kernels: other threads run meanwhile) */
+static void call(kernel_fn fn, Slot *slot, void *a, void *b, void *c, npy_intp n)
 {
-    if (n <= self->max_n) {
+    if (n < GIL_FREE_MIN) {
         fn(a, b, c, n, slot->c);
         return;
     }
@@ -351,11 +383,11 @@ static PyObject *run(Native *self, kernel_fn fn, Slot *slot, PyArrayObject *x,
 {
     switch (self->kind) {
     case MAP1:
-        call(self, fn, slot, PyArray_DATA(x), NULL, PyArray_DATA(y), n);
+        call(fn, slot, PyArray_DATA(x), NULL, PyArray_DATA(y), n);
         return (PyObject *)y;
     case MAP2:
     case MASK_BACKWARD:
-        call(self, fn, slot, PyArray_DATA(a), PyArray_DATA(x), PyArray_DATA(y), n);
+        call(fn, slot, PyArray_DATA(a), PyArray_DATA(x), PyArray_DATA(y), n);
         return (PyObject *)y;
     default: { /* MASK_FORWARD: new bits, never overlapping y */
         npy_intp nbits = (n + 7) / 8;
@@ -364,7 +396,7 @@ static PyObject *run(Native *self, kernel_fn fn, Slot *slot, PyArrayObject *x,
             Py_DECREF(y);
             return NULL;
         }
-        call(self, fn, slot, PyArray_DATA(x), PyArray_DATA(y),
+        call(fn, slot, PyArray_DATA(x), PyArray_DATA(y),
              PyArray_DATA((PyArrayObject *)bits), n);
         PyObject *mask = new_mask((PyArrayObject *)bits, x, self->tag);
         Py_DECREF(bits);
@@ -388,14 +420,13 @@ static PyObject *run(Native *self, kernel_fn fn, Slot *slot, PyArrayObject *x,
 static PyObject *native_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     int kind;
-    Py_ssize_t max_n, mid_max;
+    Py_ssize_t mid_max;
     PyObject *tag = Py_None;
-    static char *names[] = {"kind", "max_n", "mid_max", "tag", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "inn|O", names, &kind, &max_n, &mid_max,
-                                     &tag))
+    static char *names[] = {"kind", "mid_max", "tag", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "in|O", names, &kind, &mid_max, &tag))
         return NULL;
-    if (kind < MAP1 || kind > MASK_BACKWARD || max_n < 0 || mid_max < max_n) {
-        PyErr_SetString(PyExc_ValueError, "Native: bad kind, max_n or mid_max");
+    if (kind < MAP1 || kind > MASK_BACKWARD || mid_max < 0) {
+        PyErr_SetString(PyExc_ValueError, "Native: bad kind or mid_max");
         return NULL;
     }
     if (kind == MASK_FORWARD && (mask_type == NULL || !PyLong_CheckExact(tag))) {
@@ -407,7 +438,6 @@ static PyObject *native_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     self->vectorcall = native_call;
     self->kind = kind;
-    self->max_n = max_n;
     self->mid_max = mid_max;
     self->tag = Py_NewRef(tag);
     memset(self->fresh, -1, sizeof(self->fresh));
@@ -443,8 +473,8 @@ static int type_number(PyObject *dtype)
     int t = descr->type_num;
     int native = PyArray_ISNBO(descr->byteorder);
     Py_DECREF(descr);
-    if (t < 0 || t >= NT || !native) {
-        PyErr_SetString(PyExc_ValueError, "Native: not a builtin native-order dtype");
+    if (t < 0 || t >= NT || !native || PyTypeNum_ISFLEXIBLE(t) || PyTypeNum_ISDATETIME(t)) {
+        PyErr_SetString(PyExc_ValueError, "Native: not a builtin native-order number dtype");
         return -1;
     }
     return t;
@@ -483,7 +513,7 @@ static kernel_fn address_of(PyObject *cfunc, PyObject *keep_list)
 }
 
 PyDoc_STRVAR(add_doc, "add(in_dtype, out_dtype, serial, parallel, constants, fresh)\n\n"
-             "The kernels (numba cfuncs) for these dtypes: the serial one up to max_n "
+             "The kernels (numba cfuncs) for these dtypes: the serial one below PARALLEL_MIN "
              "elements, and to mid_max the one the chooser decided (see add_plan; parallel "
              "None: none yet, or the one given before); with these "
              "constants (floats, at most 8). fresh: write a new output of out_dtype when out "
@@ -565,28 +595,22 @@ static PyTypeObject NativeType = {
     .tp_vectorcall_offset = offsetof(Native, vectorcall),
     .tp_call = PyVectorcall_Call,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "Native(kind, max_n): a public function's common call, in C (see native.py).",
+    .tp_doc = "Native(kind, mid_max, tag=None): a public function's common call, in C (see "
+              "native.py).",
     .tp_methods = native_methods,
     .tp_new = native_new,
 };
 
 static PyObject *configure(PyObject *module, PyObject *args)
 {
-    PyObject *var, *dict, *key, *numba, *mask, *lock_free;
-    if (!PyArg_ParseTuple(args, "O!O!UOO!U", &PyContextVar_Type, &var, &PyDict_Type, &dict,
-                          &key, &numba, &PyType_Type, &mask, &lock_free))
+    (void)module;
+    PyObject *var, *dict, *key, *numba, *mask, *lock_free, *parallel_min_name;
+    if (!PyArg_ParseTuple(args, "O!O!UO!O!UU", &PyContextVar_Type, &var, &PyDict_Type, &dict,
+                          &key, &PyModule_Type, &numba, &PyType_Type, &mask, &lock_free,
+                          &parallel_min_name))
         return NULL;
-    PyObject *numba_vars = PyModule_Check(numba) ? PyModule_GetDict(numba) : NULL;
-    if (numba_vars == NULL) {
-        PyErr_SetString(PyExc_TypeError, "configure: numba_engine must be a module");
-        return NULL;
-    }
-    Py_INCREF(numba_vars);
-    if (numba_vars == NULL)
-        return NULL;
-    Py_XSETREF(numba_dict, numba_vars);
-    Py_XSETREF(lock_free_key, Py_NewRef(lock_free));
-    Py_ssize_t *offsets[] = {&bits_at, &shape_at, &at_zero_at};
+    /* everything checked before anything changes: a failed call leaves the old state */
+    Py_ssize_t offsets[3];
     const char *slots[] = {"_bits", "_shape", "_at_zero"};
     for (int i = 0; i < 3; i++) {
         PyObject *descr = PyObject_GetAttrString(mask, slots[i]);
@@ -596,7 +620,7 @@ static PyObject *configure(PyObject *module, PyObject *args)
         if (member) {
             PyMemberDef *def = ((PyMemberDescrObject *)descr)->d_member;
             member = def->type == T_OBJECT_EX;
-            *offsets[i] = def->offset;
+            offsets[i] = def->offset;
         }
         Py_DECREF(descr);
         if (!member) {
@@ -604,7 +628,13 @@ static PyObject *configure(PyObject *module, PyObject *args)
             return NULL;
         }
     }
+    bits_at = offsets[0];
+    shape_at = offsets[1];
+    at_zero_at = offsets[2];
     Py_XSETREF(mask_type, (PyTypeObject *)Py_NewRef(mask));
+    Py_XSETREF(numba_dict, Py_NewRef(PyModule_GetDict(numba)));
+    Py_XSETREF(lock_free_key, Py_NewRef(lock_free));
+    Py_XSETREF(parallel_min_key, Py_NewRef(parallel_min_name));
     Py_XSETREF(engine_var, Py_NewRef(var));
     Py_XSETREF(backend_dict, Py_NewRef(dict));
     Py_XSETREF(default_key, Py_NewRef(key));
@@ -614,6 +644,7 @@ static PyObject *configure(PyObject *module, PyObject *args)
 
 static PyObject *set_enabled(PyObject *module, PyObject *flag)
 {
+    (void)module;
     int on = PyObject_IsTrue(flag);
     if (on < 0)
         return NULL;
@@ -624,9 +655,10 @@ static PyObject *set_enabled(PyObject *module, PyObject *flag)
 
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
-     "configure(engine_var, backend_dict, default_key, numba_engine, mask_type, lock_free): "
-     "how to tell that numba's engine is in use (and, its global lock_free, that its "
-     "threading layer needs no launch lock), and the type of the masks."},
+     "configure(engine_var, backend_dict, default_key, numba_engine, mask_type, lock_free, "
+     "parallel_min): how to tell that numba's engine is in use, the names of its globals "
+     "that say whether its threading layer needs no launch lock and below what size the "
+     "serial kernel runs, and the type of the masks."},
     {"set_enabled", set_enabled, METH_O,
      "set_enabled(flag) -> the previous flag: whether Native objects take any call."},
     {NULL, NULL, 0, NULL},

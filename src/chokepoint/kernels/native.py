@@ -44,6 +44,19 @@ __all__ = ["MAP1", "MAP2", "MASK_BACKWARD", "MASK_FORWARD", "Lane", "disabled", 
 MAP1, MAP2, MASK_FORWARD, MASK_BACKWARD = 0, 1, 2, 3
 SOURCE = Path(__file__).with_name("_native.c")
 _lock = threading.Lock()
+#: held while a Lane fills its table (compiling cfuncs): one for all lanes, reset after a fork
+#: (a child forked while another thread held it would wait for it for ever)
+_lane_lock = threading.RLock()
+
+
+def _after_fork_in_child() -> None:
+    global _lock, _lane_lock
+    _lock = threading.Lock()
+    _lane_lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 _module: ModuleType | None = None
 _why: str | None = None  # why there is no module (None: not tried yet, or loaded)
 _tried = False
@@ -66,15 +79,17 @@ def _compile(target: Path) -> None:
     ldshared = sysconfig.get_config_var("LDSHARED")
     if not cc or not ldshared or os.name == "nt":
         raise OSError("no C compiler configured for this Python")
-    includes = [f"-I{sysconfig.get_paths()['include']}", f"-I{np.get_include()}"]
+    paths = sysconfig.get_paths()
+    includes = [f"-I{paths['include']}", f"-I{paths['platinclude']}", f"-I{np.get_include()}"]
+    cflags = shlex.split(sysconfig.get_config_var("CFLAGS") or "")  # as setuptools: -arch
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         obj = Path(tmp) / "_native.o"
         lib = Path(tmp) / target.name
         ccshared = sysconfig.get_config_var("CCSHARED") or "-fPIC"
         run = {"check": True, "capture_output": True, "timeout": 120}
-        subprocess.run([*shlex.split(cc), *shlex.split(ccshared), "-O2", "-c", *includes,
-                        str(SOURCE), "-o", str(obj)], **run)
+        subprocess.run([*shlex.split(cc), *cflags, *shlex.split(ccshared), "-O2", "-c",
+                        *includes, str(SOURCE), "-o", str(obj)], **run)
         subprocess.run([*shlex.split(ldshared), str(obj), "-o", str(lib)], **run)
         os.replace(lib, target)
 
@@ -96,34 +111,40 @@ def disabled() -> bool:
 
 def load() -> ModuleType | None:
     """The compiled ``_native`` module, built on the first call (about a second), configured to
-    see which engine is in use; None where it cannot be built (see :func:`status`)."""
+    see which engine is in use; None where it cannot be built or loaded (see :func:`status`):
+    then every call takes the Python path."""
     global _module, _why, _tried
     if _tried:
         return _module
     with _lock:
         if _tried:
             return _module
-        if disabled():
-            _why = "off (CHOKEPOINT_NATIVE=0)"
-        else:
-            try:
-                path = _cache_path()
-                if not path.exists():
-                    _compile(path)
-                module = _import(path)
-                from . import backend, engine_numba
-                from .mask import PackedMask
-
-                module.configure(backend._context, vars(backend), "_default_engine",
-                                 engine_numba, PackedMask, "lock_free")
-                _module = module
-            except (OSError, ImportError, subprocess.SubprocessError) as exc:
-                detail = getattr(exc, "stderr", b"") or b""
-                if isinstance(detail, bytes):
-                    detail = detail.decode(errors="replace")
-                _why = f"not built: {exc}" + (f"\n{detail.strip()[-400:]}" if detail else "")
-        _tried = True
+        try:
+            if disabled():
+                _why = "off (CHOKEPOINT_NATIVE=0)"
+            else:
+                _module = _built()
+        except Exception as exc:  # an optimisation: whatever failed, the Python path runs
+            detail = getattr(exc, "stderr", b"") or b""
+            if isinstance(detail, bytes):
+                detail = detail.decode(errors="replace")
+            _why = f"not built: {exc}" + (f"\n{detail.strip()[-400:]}" if detail else "")
+        finally:
+            _tried = True
     return _module
+
+
+def _built() -> ModuleType:
+    path = _cache_path()
+    if not path.exists():
+        _compile(path)
+    module = _import(path)
+    from . import backend, engine_numba
+    from .mask import PackedMask
+
+    module.configure(backend._context, vars(backend), "_default_engine", engine_numba,
+                     PackedMask, "lock_free", "PARALLEL_MIN")
+    return module
 
 
 def status() -> str:
@@ -151,13 +172,12 @@ class Lane:
         :data:`MASK_FORWARD`: the masks' ``at_zero``.
     """
 
-    __slots__ = ("added", "at_zero", "fresh", "kind", "lock", "native", "parallel", "planned")
+    __slots__ = ("added", "at_zero", "fresh", "kind", "native", "parallel", "planned")
 
     def __init__(self, kind: int, fresh: np.dtype | None = None, at_zero: int = 0) -> None:
         self.kind = kind
         self.fresh = fresh
         self.at_zero = at_zero
-        self.lock = threading.Lock()
         self.native = None
         self.added: set[tuple] = set()  # the (input, output) dtypes tried
         self.planned: set[tuple] = set()  # the (input, output, size class) plans given
@@ -166,13 +186,13 @@ class Lane:
     def add(self, op: str, dtype: np.dtype, out_dtype: np.dtype, constants: tuple) -> None:
         """Run op's serial kernel here on small calls of ``dtype`` inputs into ``out_dtype``
         (once; a cfunc compiled, or loaded from numba's cache, on the first call)."""
-        with self.lock:
+        with _lane_lock:
             self._add(op, dtype, out_dtype, constants)
 
     def _add(self, op, dtype, out_dtype, constants, parallel: bool = False) -> bool:
         """Put op's serial kernel for these dtypes in the table (and with ``parallel`` its
         parallel one: only mid-size calls need it, so small ones do not compile it); whether
-        the table has them. Hold :attr:`lock`."""
+        the table has them. Hold ``_lane_lock``."""
         key = (dtype, out_dtype)
         if key in self.added and (not parallel or key in self.parallel):
             return self.native is not None and (not parallel or self.parallel[key])
@@ -187,18 +207,17 @@ class Lane:
         try:
             serial = engine.native_kernel(op, dtype, out_dtype)
             made = engine.native_kernel(op, dtype, out_dtype, parallel=True) if parallel else None
+            native = self.native
+            if native is None:
+                native = module.Native(self.kind, engine.CHECKED_MAX - 1, self.at_zero)
+            fresh = out_dtype == (dtype if self.fresh is None else self.fresh)
+            native.add(dtype, out_dtype, serial, made, [float(c) for c in constants], fresh)
         except Exception as exc:  # the Python path still runs the call: say why, once
             warnings.warn(f"chokepoint: {op} on {dtype} stays on the Python path: its C path "
                           f"kernel did not compile ({type(exc).__name__}: {exc})",
                           RuntimeWarning, stacklevel=3)
             self.parallel[key] = False  # not tried again, for either variant
             return False
-        native = self.native
-        if native is None:
-            native = module.Native(self.kind, engine.PARALLEL_MIN - 1, engine.CHECKED_MAX - 1,
-                                   self.at_zero)
-        fresh = out_dtype == (dtype if self.fresh is None else self.fresh)
-        native.add(dtype, out_dtype, serial, made, [float(c) for c in constants], fresh)
         if parallel:
             self.parallel[key] = True
         self.native = native  # published once it has its kernels
@@ -208,7 +227,7 @@ class Lane:
                  size: int, plan: list) -> None:
         """Run the mid-size calls of size class ``size`` here, by the chooser's live decision
         ``plan`` (:meth:`.Chooser.plan`), while it has calls left."""
-        with self.lock:
+        with _lane_lock:
             key = (dtype, out_dtype, size)
             if key not in self.planned and self._add(op, dtype, out_dtype, constants, True):
                 self.native.add_plan(dtype, out_dtype, size, plan)
