@@ -44,7 +44,9 @@ def test_measures_both_then_runs_the_faster():
     assert c.choose("relu", n, "parallel") == "serial"
     c.record("relu", n, "serial", 1e-4)
     assert c.choose("relu", n, "parallel") == "serial"
-    clock.now += STALE + 1  # the parallel figure is stale: measured again
+    # the parallel figure is stale: measured again, once its 3 calls (the untimed one after
+    # the switch, a fresh figure's two) take at most BUDGET of the time since
+    clock.now += STALE + 3 * (8e-3 - 1e-4) / BUDGET
     assert c.choose("relu", n, "parallel") == "parallel"
     c.record("relu", n, "parallel", 5e-5)  # the core is free again: a fresh figure
     assert c.choose("relu", n, "parallel") == "serial"  # the serial figure is stale too
@@ -55,8 +57,8 @@ def test_measures_both_then_runs_the_faster():
 
 
 def test_a_costly_loser_is_measured_again_less_often():
-    # serial 200 ms, parallel 100 ms a call: re-measuring serial every STALE seconds would cost
-    # 100 ms every 2 s; it waits until that is at most BUDGET of the time
+    # serial 200 ms, parallel 100 ms a call: re-measuring serial (3 calls) every STALE seconds
+    # would cost 300 ms every 50 ms; it waits until that is at most BUDGET of the time
     clock = Clock()
     c = Chooser(clock)
     n = 30_000_000
@@ -65,9 +67,9 @@ def test_a_costly_loser_is_measured_again_less_often():
                              ("parallel", 0.1)):
         assert c.choose("gelu", n, "parallel") == variant
         c.record("gelu", n, variant, seconds)
-    clock.now += STALE + 1
-    assert c.choose("gelu", n, "parallel") == "parallel"  # not yet
     clock.now += 0.1 / BUDGET
+    assert c.choose("gelu", n, "parallel") == "parallel"  # not yet (one call's worth)
+    clock.now += 2 * 0.1 / BUDGET + 1
     assert c.choose("gelu", n, "parallel") == "serial"
 
 

@@ -261,14 +261,18 @@ def _retry(loser: tuple[float, float, int], winner: tuple[float, float, int], n:
     Stale is :data:`STALE` seconds, or longer where a call of the loser costs so much more
     than one of the winner that re-measuring it every :data:`STALE` seconds would take more
     than :data:`BUDGET` of the time (a 200 ms serial GELU against a 100 ms parallel one:
-    every 10 s).
+    every 30 s).
     """
     if loser[2] < 2:
         return True
-    # seconds an exploration costs: its calls (and the warm-up before them), each slower by
-    # the difference
+    # seconds an exploration costs: all the calls it runs, each slower by the difference:
+    # short calls, the warm-up and SAMPLE calls; long ones, the untimed first call after the
+    # switch and the two timed calls of a fresh figure. Counting only the timed call let
+    # serial relu-like kernels on 3e7 float32 elements (10.5 ms against 7 ms) run 3 calls
+    # every 0.34 s, inside the benchmark matrix's timed repeats (leaky_relu 0.57x torch)
     calls = _explore_calls(loser[0] * n)
-    extra = (loser[0] - winner[0]) * n * (calls + (WARM if calls > 1 else 0))
+    runs = calls + WARM if calls > 1 else 3
+    extra = (loser[0] - winner[0]) * n * runs
     return now - loser[1] > max(STALE, extra / BUDGET)
 
 
