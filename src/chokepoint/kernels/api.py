@@ -342,7 +342,7 @@ class FastEntry:
     def __init__(self, op: str, serial, constants: tuple, engine, lane: Lane | None = None
                  ) -> None:
         self.op = op
-        self.lane = lane  # the public function's C path, filled on the first small call
+        self.lane = lane  # the public function's C path, filled by the Python path's calls
         self.serial = serial  # the checked serial kernel
         self.parallel = None  # the checked parallel one, made on the first call that runs it
         self.constants = constants
