@@ -43,7 +43,6 @@ def main() -> None:
     module = native.load()
     print(f"C path: {native.status()}")
 
-    off = (lambda: None) if module is None else module.set_enabled
     print(f"{'kernel':16s} {'ours us':>9s} {'Python path':>12s} {'numpy us':>9s}")
     for name, (ours, peer) in cases.items():
         n = max(_per_call(ours), _per_call(peer))
@@ -51,9 +50,9 @@ def main() -> None:
         for _ in range(7):
             a.append(timeit.timeit(ours, number=n) / n * 1e6)
             if module is not None:
-                off(False)
+                module.set_enabled(False)  # the Python path
                 p.append(timeit.timeit(ours, number=n) / n * 1e6)
-                off(True)
+                module.set_enabled(True)
             b.append(timeit.timeit(peer, number=n) / n * 1e6)
         python = f"{statistics.median(p):12.2f}" if p else f"{'-':>12s}"
         print(f"{name:16s} {statistics.median(a):9.2f} {python} {statistics.median(b):9.2f}")

@@ -726,16 +726,16 @@ _relu_backward_general = relu_backward
 def relu_backward(grad, x_or_mask, *, at_zero: int | None = None, out=None) -> np.ndarray:
     # the C path (native.Lane), the fast path for plain NumPy arrays (see fast()), else
     # dispatch and the general path
-    if at_zero is None or (type(at_zero) is int and (at_zero == 0 or at_zero == 1)):
+    plain = at_zero is None or (type(at_zero) is int and (at_zero == 0 or at_zero == 1))
+    if plain:
         native = (_MASK_BACKWARD_NATIVE if type(x_or_mask) is PackedMask and at_zero is None
                   else _BACKWARD_NATIVE[at_zero or 0]).native
         if native is not None:
             result = native(grad, x_or_mask, out)
             if result is not None:
                 return result
-    if (type(x_or_mask) is np.ndarray and type(grad) is np.ndarray
-            and (out is None or type(out) is np.ndarray) and type(at_zero) in (type(None), int)
-            and at_zero in (None, 0, 1)):
+    if (plain and type(x_or_mask) is np.ndarray and type(grad) is np.ndarray
+            and (out is None or type(out) is np.ndarray)):
         op = "relu_backward_at_zero" if at_zero else "relu_backward"
         x = x_or_mask
         entry = _ENTRIES.get((op, x.dtype)) or _entry_for(op, x.dtype)

@@ -626,7 +626,7 @@ _NATIVE_ARRAYS = {
 _NATIVE = """
 def {fname}(a, b, c, n, k):
     constants = carray(k, (8,))
-    serial({arrays}{constants})
+    body({arrays}{constants})
 """
 NATIVE_SIGNATURE = types.void(types.voidptr, types.voidptr, types.voidptr, types.int64,
                               types.CPointer(types.float64))
@@ -643,7 +643,7 @@ def native_kernel(name: str, dtype: np.dtype, out_dtype: np.dtype, parallel: boo
     kernel = _natives.get(key)
     if kernel is not None:
         return kernel
-    serial = _kernel(name, mode)
+    body = _kernel(name, mode)  # the serial or parallel loop the cfunc calls
     if name in OPS:
         arrays, count = _NATIVE_ARRAYS[OPS[name].arity], len(OPS[name].params)
     else:
@@ -651,7 +651,7 @@ def native_kernel(name: str, dtype: np.dtype, out_dtype: np.dtype, parallel: boo
     fname = f"_{name}_native_{mode}_{dtype.str[1:]}_{out_dtype.str[1:]}_{DEPENDENCIES}"
     source = _NATIVE.format(fname=fname, arrays=", ".join(arrays), constants="".join(
         f", T(constants[{i}])" for i in range(count)))
-    namespace = dict(_NATIVE_SPACE, serial=serial, IN=dtype.type, OUT=out_dtype.type,
+    namespace = dict(_NATIVE_SPACE, body=body, IN=dtype.type, OUT=out_dtype.type,
                      T=dtype.type)
     with _compile_lock:
         kernel = _natives.get(key)
