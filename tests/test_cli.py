@@ -44,7 +44,8 @@ def test_roofline_command(cached_roof, capsys):
 
 def test_info_and_help(capsys):
     assert main(["info"]) == 0
-    assert "backend" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert "backend" in shown and "result_pool" in shown and "c_path" in shown
     assert main([]) == 2
 
 

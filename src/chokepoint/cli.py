@@ -393,6 +393,11 @@ def _info(args: argparse.Namespace) -> int:
     from .kernels import native
 
     info["c_path"] = native.status()  # builds it on first use (about a second)
+    from .kernels import pool
+
+    info["result_pool"] = (f"results from {pool.MIN_BYTES >> 20} MiB reuse free buffers, up to "
+                           f"{pool.MAX_BYTES >> 20} MiB (CHOKEPOINT_POOL_BYTES)"
+                           if pool.MAX_BYTES else "off (CHOKEPOINT_POOL_BYTES=0)")
     for key, value in info.items():
         print(f"{key:24}{value}")
     return 0

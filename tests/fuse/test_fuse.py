@@ -164,7 +164,7 @@ def test_dask_blockwise():
 
 
 def test_pooled_results_are_never_shared_while_referenced(monkeypatch):
-    from chokepoint.fuse import pool
+    from chokepoint.kernels import pool
 
     monkeypatch.setattr(pool, "MIN_BYTES", 64)
     f = chokepoint.fuse("a + 1")

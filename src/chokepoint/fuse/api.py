@@ -18,9 +18,9 @@ import time
 
 import numpy as np
 
-from ..kernels import engine_numba
+from ..kernels import engine_numba, pool
 from ..kernels.layout import may_share, partial_overlap
-from . import codegen, pool
+from . import codegen
 from .trace import FuseError, trace
 
 __all__ = ["Fused", "fuse"]

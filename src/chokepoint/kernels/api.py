@@ -37,7 +37,7 @@ import time
 
 import numpy as np
 
-from . import engine_numpy
+from . import engine_numpy, pool
 from .backend import engine
 from .dispatch import dispatched
 from .layout import allocation_order, flat_operands, may_share
@@ -154,7 +154,7 @@ _CHECKS = {"real": _real, "approximate": _approximate,
 def _result(func: str, out, shape, dtype, inputs) -> np.ndarray:
     """``out`` after checking it, or a new array laid out like the inputs."""
     if out is None:
-        return np.empty(shape, dtype, order=allocation_order(inputs))
+        return pool.empty(shape, dtype, allocation_order(inputs))
     _check_out(func, out, shape, np.dtype(dtype))
     return out
 
@@ -276,7 +276,7 @@ def _plain_out(arrays: tuple, out, result_dtype) -> np.ndarray | None:
                     or not a.flags.c_contiguous:
                 return None
     if out is None:
-        return np.empty(shape, result_dtype)
+        return pool.empty(shape, result_dtype)
     flags = out.flags
     if (out.dtype != result_dtype or out.shape != shape or not flags.c_contiguous
             or not flags.writeable):
