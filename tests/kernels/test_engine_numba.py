@@ -213,6 +213,35 @@ def test_mask_backward_variants_on_every_partial_byte(mode, dtype):
         assert np.array_equal(out, np.where(keep, g, dtype(0))), (n, mode)
 
 
+@pytest.mark.parametrize("name", ["mask_forward", "mask_forward_at_zero"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.int16, np.int64])
+@pytest.mark.parametrize("mode", ["serial", "parallel", "stream"])
+def test_mask_forward_variants_on_every_partial_byte(mode, dtype, name):
+    # each whole byte one relu8 step (the streaming one with non-temporal stores), the last
+    # partial byte scalar (for the streaming variant the serial kernel on launch's tail)
+    rng = np.random.default_rng(4)
+    at_zero = name.endswith("at_zero")
+    for n in (1, 7, 8, 9, 15, 16, 17, 61, 64 + 5, 1000 + 3):
+        x = (rng.standard_normal(n) * 50).astype(dtype)
+        x[::5] = 0
+        if np.issubdtype(dtype, np.floating):
+            x[1::7], x[2::11] = np.nan, -0.0
+        y = np.full(n, 99, dtype)
+        bits = np.full((n + 7) // 8, 0xAA, np.uint8)
+        if mode == "stream" and y.ctypes.data % 16:
+            continue  # the streaming variant runs only on 16-byte aligned outputs
+        args = (x, y, bits, dtype(0))
+        engine_numba.kernel_for(name, mode)(*args)
+        if mode == "stream":
+            tail = engine_numba._tail(name, args, n - n % 8)
+            engine_numba.kernel_for(name, "serial")(*tail)
+        keep = ~(x < 0) if at_zero else ~(x <= 0)  # NaN passes
+        want = np.where(x < 0, dtype(0), x)  # -0.0 and NaN kept
+        assert np.array_equal(y, want, equal_nan=np.issubdtype(dtype, np.floating)), (n, mode)
+        assert np.array_equal(np.signbit(y), np.signbit(want)), (n, mode)
+        assert np.array_equal(bits, np.packbits(keep, bitorder="little")), (n, mode)
+
+
 def test_a_streamed_kernel_then_an_output_that_cannot_stream(monkeypatch):
     # the chooser repeats a decided variant for the next calls of the same kernel and size:
     # never the streaming one for a call whose out cannot stream (1-byte elements here)

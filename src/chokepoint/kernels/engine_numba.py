@@ -161,23 +161,15 @@ _MAP_LANE = {
         r{k} = {expr}""",
 }
 
-# The mask kernel keeps signed indices and a byte loop ahead of the lanes: of the variants
-# measured (benchmarks/RESULTS.md) this one ran 13 ms, unsigned indices 27-30 ms.
+# The streaming mask forward: each whole byte one step of relu8_stream (relu8 with non-temporal
+# stores); the last partial byte is the serial kernel's (launch's tail). A byte loop of scalar
+# compares ahead of 8 scalar lanes and stream8, which came before, ran 8.75 ms on 3e7 float32
+# where the parallel kernel's relu8 steps took 6.83.
 _MASK_FORWARD_STREAM = """
 def {fname}(x, y, bits, zero):
     for j in prange(x.shape[0] // 8):
-        s = 8 * j
-        byte = np.uint8(0)
-        for k in range(8):  # the mask before y: y may be x itself
-            v = x[s + k]
-            byte |= np.uint8({passes}) << np.uint8(k)
-        bits[j] = byte
-{lanes}
-        stream8(y, s, r0, r1, r2, r3, r4, r5, r6, r7)
+        bits[j] = {relu8}(x, y, np.uint64(8) * np.uint64(j), zero)
 """
-_MASK_FORWARD_LANE = """        v = x[s + {k}]
-        r{k} = {relu}"""
-
 # The backward from the mask: one byte of bits selects 8 elements of grad at once (see
 # _select8: a vector load, the byte's bits as a lane mask, one select, one store). The byte
 # loop with 8 scalar selects that came before ran at 0.59-0.88x the backward from X (it reads
@@ -260,26 +252,33 @@ def _select8_codegen(nontemporal: bool):
                                        ir.Constant(ir.IntType(32), 0))
         fills = builder.shuffle_vector(fills, ir.Constant(vector, ir.Undefined),
                                        ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
-        result = builder.select(mask, loaded, fills)
-        if not nontemporal or size * 8 < 16:  # 1-byte elements: 8 bytes, no 16-byte store
-            builder.store(result, builder.bitcast(dst, vector.as_pointer()), align=size)
-            return context.get_dummy_value()
-        per_store = 16 // size  # 16-byte non-temporal stores, as _stream8's
-        part = ir.VectorType(element, per_store)
-        metadata = builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)])
-        for first in range(0, 8, per_store):
-            piece = builder.shuffle_vector(result, ir.Constant(vector, ir.Undefined),
-                                           ir.Constant(ir.VectorType(ir.IntType(32), per_store),
-                                                       list(range(first, first + per_store))))
-            where = builder.gep(dst, [ir.Constant(ir.IntType(64), first)])
-            store = builder.store(piece, builder.bitcast(where, part.as_pointer()), align=16)
-            store.set_metadata("nontemporal", metadata)
+        _store8(builder, builder.select(mask, loaded, fills), dst, element, size, nontemporal)
         return context.get_dummy_value()
 
     return codegen
 
 
-def _relu8_codegen(at_zero: bool):
+def _store8(builder, values, dst, element, size: int, nontemporal: bool) -> None:
+    """Store the 8-lane vector ``values`` at ``dst``: one store, or with ``nontemporal``
+    16-byte non-temporal stores, as :func:`_stream8`'s (1-byte elements: 8 bytes, one plain
+    store)."""
+    vector = ir.VectorType(element, 8)
+    if not nontemporal or size * 8 < 16:
+        builder.store(values, builder.bitcast(dst, vector.as_pointer()), align=size)
+        return
+    per_store = 16 // size
+    part = ir.VectorType(element, per_store)
+    metadata = builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)])
+    for first in range(0, 8, per_store):
+        piece = builder.shuffle_vector(values, ir.Constant(vector, ir.Undefined),
+                                       ir.Constant(ir.VectorType(ir.IntType(32), per_store),
+                                                   list(range(first, first + per_store))))
+        where = builder.gep(dst, [ir.Constant(ir.IntType(64), first)])
+        store = builder.store(piece, builder.bitcast(where, part.as_pointer()), align=16)
+        store.set_metadata("nontemporal", metadata)
+
+
+def _relu8_codegen(at_zero: bool, nontemporal: bool = False):
     def codegen(context, builder, sig, args):
         x_t, y_t, _, zero_t = sig.args
         x, y, index, zero = args
@@ -304,8 +303,7 @@ def _relu8_codegen(at_zero: bool):
             compare = builder.icmp_signed if x_t.dtype.signed else builder.icmp_unsigned
             below = compare("<", v, zeros)
             passes = compare(passing, v, zeros)
-        builder.store(builder.select(below, zeros, v), builder.bitcast(dst, vector.as_pointer()),
-                      align=size)
+        _store8(builder, builder.select(below, zeros, v), dst, element, size, nontemporal)
         return builder.bitcast(passes, ir.IntType(8))
 
     return codegen
@@ -323,6 +321,19 @@ def _relu8(typingctx, x, y, index, zero):
 def _relu8_at_zero(typingctx, x, y, index, zero):
     """:func:`_relu8` with the bit ``x[index + k] >= zero`` or NaN."""
     return types.uint8(x, y, index, zero), _relu8_codegen(True)
+
+
+@intrinsic
+def _relu8_stream(typingctx, x, y, index, zero):
+    """:func:`_relu8` with 16-byte non-temporal stores (``y`` 16-byte aligned, as
+    :func:`_streamable` checks)."""
+    return types.uint8(x, y, index, zero), _relu8_codegen(False, True)
+
+
+@intrinsic
+def _relu8_at_zero_stream(typingctx, x, y, index, zero):
+    """:func:`_relu8_at_zero` with 16-byte non-temporal stores."""
+    return types.uint8(x, y, index, zero), _relu8_codegen(True, True)
 
 
 @intrinsic
@@ -407,6 +418,8 @@ _NAMESPACE = {
     "select8": _select8,
     "relu8": _relu8,
     "relu8_at_zero": _relu8_at_zero,
+    "relu8_stream": _relu8_stream,
+    "relu8_at_zero_stream": _relu8_at_zero_stream,
     "select8_stream": _select8_stream,
     **vocabulary.NUMBA,
 }
@@ -460,8 +473,8 @@ def _source(name: str, fname: str, mode: str) -> str:
         fields = {"relu": OPS["relu"].expr,
                   "passes": OPS[name.replace("mask_forward", "relu_grad")].expr}
         if stream:
-            return _MASK_FORWARD_STREAM.format(fname=fname, passes=fields["passes"],
-                                               lanes=_lanes(_MASK_FORWARD_LANE, **fields))
+            return _MASK_FORWARD_STREAM.format(fname=fname, relu8=name.replace(
+                "mask_forward", "relu8") + "_stream")
         if mode in _CHECKED:
             return _MASK_FORWARD_CHECKED.format(fname=fname)
         return _MASK_FORWARD.format(fname=fname, loop=loop, relu8=name.replace(
