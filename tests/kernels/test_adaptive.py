@@ -267,10 +267,11 @@ def test_a_stale_loser_with_short_calls_is_measured_over_sample_calls():
     n = 100_000
     warm(c, "relu", n)
     cost = {"parallel": 8e-6, "serial": 12e-6}
-    for _ in range(300):
+    calls = 3 * round(PERIOD / cost["parallel"])  # three periods
+    for _ in range(calls):
         _call(c, "relu", n, cost.get)
     clock.now += STALE + 1
-    runs = "".join(_call(c, "relu", n, cost.get)[0] for _ in range(300))  # p and s
+    runs = "".join(_call(c, "relu", n, cost.get)[0] for _ in range(calls))  # p and s
     # the switch's first WARM calls (not counted, see the next test), then SAMPLE calls
     assert "s" * (WARM + SAMPLE) in runs and "s" * (WARM + SAMPLE + 3) not in runs
     assert runs.endswith("p" * 50)

@@ -39,8 +39,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-__all__ = ["BUDGET", "PERIOD", "PERIOD_CAP", "SAMPLE", "SETTLE_CALLS", "STALE", "WARM", "WINDOW",
-           "Chooser", "settle"]
+__all__ = ["BUDGET", "PERIOD", "PERIOD_CAP", "SAMPLE", "SETTLE_CALLS", "SHORT", "STALE", "WARM",
+           "WINDOW", "Chooser", "settle"]
 
 #: a variant's figure older than this (seconds) is measured again (:data:`BUDGET` bounds what
 #: it costs). 2 s held a figure taken in a slow moment (a parallel call at 29 us on 1e5
@@ -51,9 +51,16 @@ __all__ = ["BUDGET", "PERIOD", "PERIOD_CAP", "SAMPLE", "SETTLE_CALLS", "STALE", 
 STALE = 0.05
 #: one call in this many per kernel and size class is chosen and timed (see Chooser.decide)
 SAMPLE = 8
-#: or one in as many as take this long (seconds), when that is more: a decision costs about
-#: 5 us of Python, and the calls between them (a few us on 1e5 elements) are cheap
-PERIOD = 1e-3
+#: or one in as many as take this long (seconds), when that is more. A decision runs in
+#: Python: 3-5 us with warm caches, but after a call that streamed megabytes through the caches
+#: the Python path, decide and record run cold: relu on 2e6 float32, a decision's call took
+#: 213 us against 142 for the C path's calls, and on float64 717 against 563 (decide alone
+#: 26 and 48 us). With 1 ms, a decision every 8 calls cost the matrix's 2e6 cells 5-8% against
+#: torch; each untimed call is timed in C all the same (see Chooser.plan), so a longer period
+#: only delays a switch (a busy core's) to its end
+PERIOD = 10e-3
+#: calls shorter than this (seconds) are re-measured over SAMPLE calls (see _explore_calls)
+SHORT = 1e-3
 #: a switch to a variant whose calls are short runs this many calls before any is counted
 #: (see the module notes): a parallel kernel's first calls after serial ones wait while its
 #: threads wake and half its data moves to the other core; the serial kernel's first calls
@@ -113,10 +120,11 @@ class Chooser:
         One call in :data:`SAMPLE` per kernel and size class, or in as many as take
         :data:`PERIOD` seconds when that is more, makes the choice (:meth:`choose`) and is
         timed; the calls between run the same variant untimed (by the chooser: see
-        :meth:`plan`). Choosing and recording cost about 5 us in Python on a 2-core VM, half
-        a 1e5-element call. A variant run only to be measured (a slower one, re-measured)
-        runs for that one call, or for :data:`SAMPLE` calls when it is stale and its calls
-        are short (:func:`_explore_calls`): then the next call chooses again.
+        :meth:`plan`). Choosing and recording cost 3-5 us in Python on a 2-core VM with warm
+        caches, and 30-60 us after a call that streamed megabytes through them. A variant
+        run only to be measured (a slower one, re-measured) runs for that one call, or for
+        :data:`SAMPLE` calls when it is stale and its calls are short
+        (:func:`_explore_calls`): then the next call chooses again.
         """
         # the candidates too: the default is this call's (streaming only where this out can
         # stream), and a variant decided for one call must be one this call can run
@@ -283,4 +291,4 @@ def _explore_calls(call: float) -> int:
     of its data moves to the other core: its first calls measured 2-3x its steady 8 us, and
     with one or two calls measured, the serial kernel kept winning (the benchmark matrix's
     cells: forcing parallel gave 0.82-0.88x NumPy where the chooser gave 0.70-0.77x)."""
-    return SAMPLE if call * SAMPLE < PERIOD else 1
+    return SAMPLE if call * SAMPLE < SHORT else 1
