@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import chokepoint
-from chokepoint.kernels import api, engine_numba, native
+from chokepoint.kernels import adaptive, api, engine_numba, native
 from chokepoint.kernels.registry import KERNELS
 
 from . import reference as ref
@@ -322,6 +322,43 @@ def test_mid_size_calls_run_the_decided_variant_in_c_and_count_in_the_plan(dtype
     with _c_path_only(monkeypatch), pytest.raises(AssertionError, match="Python path"):
         chokepoint.relu_backward(g, x)
     assert plan[1] == 5
+
+
+@pytest.mark.parametrize("path", ["c", "python"])
+def test_a_period_whose_calls_took_period_max_ends_early(path, monkeypatch):
+    # a period is counted in calls from the figure; calls that became much slower (a parallel
+    # kernel waiting for a busy core) end it once they have taken PERIOD_MAX seconds, in the C
+    # path and in the Python fast path alike: the next call decides
+    _numba_only()
+    n = engine_numba.PARALLEL_MIN + 13
+    x, g = _inputs(np.float64, (n,))
+    monkeypatch.setattr(engine_numba, "lock_free", True)
+    engine_numba.chooser.expire()
+    for _ in range(3):
+        chokepoint.relu_backward(g, x)
+    plan = engine_numba.chooser.plan("relu_backward", n, "parallel")
+    module = native.load()
+    if path == "c":
+        was = module.set_period_max(1e-9)  # every call takes longer than this
+        try:
+            plan[:] = ["parallel", 5, 0.0, 0]
+            with _c_path_only(monkeypatch):
+                chokepoint.relu_backward(g, x)
+        finally:
+            module.set_period_max(was)
+    else:
+        monkeypatch.setattr(adaptive, "PERIOD_MAX", 1e-9)
+        was = module.set_enabled(False)  # the Python path takes every call
+        try:
+            plan[:] = ["parallel", 5, 0.0, 0]
+            chokepoint.relu_backward(g, x)
+        finally:
+            module.set_enabled(was)
+    assert plan[1] == 0 and plan[3] == 1  # counted, and the period over
+    plan[:] = ["parallel", 5, 0.0, 0]
+    with _c_path_only(monkeypatch):  # with the default limit it runs on
+        chokepoint.relu_backward(g, x)
+    assert plan[1] == 4
 
 
 def test_a_kernel_that_does_not_compile_leaves_its_calls_to_the_python_path(monkeypatch):

@@ -264,7 +264,11 @@ static kernel_fn decided(Native *self, Slot *slot, npy_intp n, PyObject **plan)
     return fn;
 }
 
-/* adds a call's seconds to its plan (see decided) */
+/* adaptive.PERIOD_MAX (set_period_max): a plan whose calls have taken this long ends early */
+static double period_max = 0.02;
+
+/* adds a call's seconds to its plan (see decided); ends the plan's period (no calls left: the
+ * next call decides) once its calls have taken period_max seconds */
 static void count(PyObject *plan, double seconds)
 {
     if (PyList_GET_SIZE(plan) != 4)
@@ -285,6 +289,13 @@ static void count(PyObject *plan, double seconds)
     }
     PyList_SetItem(plan, 2, more);
     PyList_SetItem(plan, 3, one_more);
+    if (total + seconds > period_max) {
+        PyObject *none_left = PyLong_FromLong(0);
+        if (none_left == NULL)
+            PyErr_Clear();
+        else
+            PyList_SetItem(plan, 1, none_left);
+    }
 }
 
 static PyObject *run(Native *self, kernel_fn fn, Slot *slot, PyArrayObject *x,
@@ -653,6 +664,21 @@ static PyObject *set_enabled(PyObject *module, PyObject *flag)
     return Py_NewRef(was);
 }
 
+static PyObject *set_period_max(PyObject *module, PyObject *seconds)
+{
+    (void)module;
+    double value = PyFloat_AsDouble(seconds);
+    if (value == -1.0 && PyErr_Occurred())
+        return NULL;
+    if (!(value > 0.0)) {
+        PyErr_SetString(PyExc_ValueError, "period_max must be a positive number of seconds");
+        return NULL;
+    }
+    double was = period_max;
+    period_max = value;
+    return PyFloat_FromDouble(was);
+}
+
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(engine_var, backend_dict, default_key, numba_engine, mask_type, lock_free, "
@@ -661,6 +687,9 @@ static PyMethodDef module_methods[] = {
      "serial kernel runs, and the type of the masks."},
     {"set_enabled", set_enabled, METH_O,
      "set_enabled(flag) -> the previous flag: whether Native objects take any call."},
+    {"set_period_max", set_period_max, METH_O,
+     "set_period_max(seconds) -> the previous value: a plan's period ends once its calls "
+     "have taken this long (adaptive.PERIOD_MAX)."},
     {NULL, NULL, 0, NULL},
 };
 

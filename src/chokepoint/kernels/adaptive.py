@@ -39,8 +39,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-__all__ = ["BUDGET", "PERIOD", "PERIOD_CAP", "SAMPLE", "SETTLE_CALLS", "SHORT", "STALE", "WARM",
-           "WINDOW", "Chooser", "settle"]
+__all__ = ["BUDGET", "PERIOD", "PERIOD_CAP", "PERIOD_MAX", "SAMPLE", "SETTLE_CALLS", "SHORT",
+           "STALE", "WARM", "WINDOW", "Chooser", "settle"]
 
 #: a variant's figure older than this (seconds) is measured again (:data:`BUDGET` bounds what
 #: it costs). 2 s held a figure taken in a slow moment (a parallel call at 29 us on 1e5
@@ -56,9 +56,15 @@ SAMPLE = 8
 #: the Python path, decide and record run cold: relu on 2e6 float32, a decision's call took
 #: 213 us against 142 for the C path's calls, and on float64 717 against 563 (decide alone
 #: 26 and 48 us). With 1 ms, a decision every 8 calls cost the matrix's 2e6 cells 5-8% against
-#: torch; each untimed call is timed in C all the same (see Chooser.plan), so a longer period
-#: only delays a switch (a busy core's) to its end
-PERIOD = 10e-3
+#: torch. Each untimed call is timed all the same (see Chooser.plan), so a longer period only
+#: delays a switch to its end: with 10 ms, relu on 2e6 float32 beside a busy core ran at
+#: 0.77-0.80x the serial kernel in three runs, with 3 ms 0.82-0.94x (busy_core.py)
+PERIOD = 5e-3
+#: a period ends early once its calls have taken this long (seconds; the C path, the fast path
+#: and the launcher check it as they count a call): its length is counted in calls, from the
+#: figure, and calls that became 1000x slower (a parallel kernel waiting for a busy core's time
+#: slice, 7 ms against 7 us on 1e5 elements) held one for seconds (busy_core.py: 7 ms a call)
+PERIOD_MAX = 2 * PERIOD
 #: calls shorter than this (seconds) are re-measured over SAMPLE calls (see _explore_calls)
 SHORT = 1e-3
 #: a switch to a variant whose calls are short runs this many calls before any is counted

@@ -37,7 +37,7 @@ import time
 
 import numpy as np
 
-from . import engine_numpy, pool
+from . import adaptive, engine_numpy, pool
 from .backend import engine
 from .dispatch import dispatched
 from .layout import allocation_order, flat_operands, may_share
@@ -442,6 +442,8 @@ def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tupl
     if period is not None:
         period[2] += seconds
         period[3] += 1
+        if period[2] > adaptive.PERIOD_MAX:  # calls much slower than planned: decide now
+            period[1] = 0
     else:  # the checked kernels' own signature: their first call compiles, or loads
         numba_engine.chooser.record(entry.op, n, variant, seconds,
                                     ("checked", x.dtype.char, dtype.char))

@@ -139,11 +139,12 @@ def _built() -> ModuleType:
     if not path.exists():
         _compile(path)
     module = _import(path)
-    from . import backend, engine_numba
+    from . import adaptive, backend, engine_numba
     from .mask import PackedMask
 
     module.configure(backend._context, vars(backend), "_default_engine", engine_numba,
                      PackedMask, "lock_free", "PARALLEL_MIN")
+    module.set_period_max(adaptive.PERIOD_MAX)
     return module
 
 
