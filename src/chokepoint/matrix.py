@@ -26,6 +26,10 @@ __all__ = ["Cell", "cells", "main", "run"]
 
 SIZES = (1_000, 100_000, 2_000_000, 30_000_000)
 QUICK_SIZES = (1_000, 100_000, 2_000_000)
+#: alternations per cell, each a block of min_time per callable: the median of 7 (as %timeit's
+#: 7 runs). With 5, a 3e7 cell (3 calls a block) moved by a third when a phase of the VM's
+#: bandwidth, or the chooser's re-measure of the serial kernel, hit two of the five blocks
+REPEATS = 7
 
 
 @dataclass
@@ -130,19 +134,20 @@ def _cases(n: int, dtype, ne, torch) -> dict[str, tuple[int, Callable, dict[str,
     }
 
 
-def _time_cell(ours: Callable, peers: dict, min_time: float) -> tuple[float, str, float]:
+def _time_cell(ours: Callable, peers: dict, min_time: float,
+               repeats: int = REPEATS) -> tuple[float, str, float]:
     names = list(peers)
     settle(ours)  # through the chooser's exploration: at 3e7 a repeat is one call
     for peer in peers.values():
         peer()  # numexpr compiles its string, torch allocates
-    times = measure_interleaved([ours, *peers.values()], min_time=min_time, repeats=5)
+    times = measure_interleaved([ours, *peers.values()], min_time=min_time, repeats=repeats)
     medians = [m.median for m in times]
     best = min(range(len(names)), key=lambda i: medians[i + 1])
     return medians[0], names[best], medians[best + 1]
 
 
 def cells(sizes=SIZES, dtypes=("float32", "float64"), min_time: float = 0.02,
-          progress: Callable[[str], None] | None = None) -> list[Cell]:
+          progress: Callable[[str], None] | None = None, repeats: int = REPEATS) -> list[Cell]:
     """Time every cell (see the module notes)."""
     from .bench import peers
 
@@ -151,7 +156,7 @@ def cells(sizes=SIZES, dtypes=("float32", "float64"), min_time: float = 0.02,
     for dtype in dtypes:
         for n in sizes:
             for kernel, (nbytes, ours, rivals) in _cases(n, np.dtype(dtype), ne, torch).items():
-                ours_s, peer, peer_s = _time_cell(ours, rivals, min_time)
+                ours_s, peer, peer_s = _time_cell(ours, rivals, min_time, repeats)
                 cell = Cell(kernel, dtype, n, ours_s, peer, peer_s, nbytes)
                 found.append(cell)
                 if progress is not None:
@@ -189,6 +194,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sizes up to 2e6 only (no 3e7 cells)")
     parser.add_argument("--min-time", type=float, default=0.02,
                         help="seconds per timing repeat (default 0.02)")
+    parser.add_argument("--repeats", type=int, default=REPEATS,
+                        help=f"alternations per cell; the median is kept (default {REPEATS})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -203,7 +210,10 @@ def run(args: argparse.Namespace) -> int:
     bandwidth, said = measure_floor_bandwidth()
     print(f"{machine['cpu']}, {machine['cores']} cores; backend {chokepoint.get_backend()}; "
           f"{said}", flush=True)
-    found = cells(sizes, min_time=args.min_time,
+    repeats = getattr(args, "repeats", REPEATS)  # chokepoint bench --matrix has no --repeats
+    if repeats < 1:
+        raise SystemExit(f"--repeats must be at least 1, got {repeats}")
+    found = cells(sizes, min_time=args.min_time, repeats=repeats,
                   progress=lambda line: print(line, file=sys.stderr, flush=True))
     print(_table(found, bandwidth if max(sizes) >= 10**7 else None))
     geomean, slower = summary(found)
@@ -216,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv=None) -> int:
-    """``python benchmarks/matrix.py [--quick] [--min-time S]``."""
+    """``python benchmarks/matrix.py [--quick] [--min-time S] [--repeats N]``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(parser)
     return run(parser.parse_args(argv))

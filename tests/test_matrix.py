@@ -1,0 +1,53 @@
+"""The benchmark matrix's logic (chokepoint.matrix), without judging any time."""
+
+import argparse
+import importlib
+
+import numpy as np
+import pytest
+
+from chokepoint import matrix
+
+
+def _cell(kernel, n, ours, peer, dtype="float32"):
+    return matrix.Cell(kernel, dtype, n, ours, "torch", peer, nbytes=8 * n)
+
+
+def test_summary_is_the_geometric_mean_and_the_cells_below_one():
+    found = [_cell("relu out=", 1000, 1.0, 4.0), _cell("relu out=", 10**7, 2.0, 1.0)]
+    geomean, slower = matrix.summary(found)
+    assert geomean == pytest.approx(np.sqrt(4.0 * 0.5))
+    assert slower == [found[1]]
+    assert matrix.summary([]) == (0.0, [])
+
+
+def test_the_table_has_a_column_per_size_and_the_largest_against_its_floor():
+    found = [_cell("relu out=", 1000, 1.0, 2.0), _cell("relu out=", 10**7, 0.01, 0.02)]
+    text = matrix._table(found, bandwidth=8e9)  # 8e7 bytes at 8 GB/s: a floor of 0.01 s
+    row = next(line for line in text.splitlines() if line.startswith("relu out="))
+    assert row.split()[2:] == ["2.00x", "2.00x", "1.00x"]
+
+
+def test_every_kernel_has_a_cell_with_a_named_peer():
+    found = matrix.cells(sizes=(1000,), dtypes=("float64",), min_time=1e-3, repeats=1)
+    kernels = [c.kernel for c in found]
+    assert len(kernels) == len(set(kernels)) == 10
+    for c in found:
+        assert c.ours_s > 0 and c.peer_s > 0 and c.peer and c.nbytes > 1000
+
+
+def test_run_takes_the_options_of_chokepoint_bench_too(monkeypatch, capsys):
+    seen = {}
+
+    def fake_cells(sizes, min_time, repeats, progress):
+        seen.update(sizes=sizes, repeats=repeats)
+        return [_cell("relu out=", 1000, 1.0, 0.5)]
+
+    monkeypatch.setattr(matrix, "cells", fake_cells)
+    roofline = importlib.import_module("chokepoint.measure.roofline")
+    monkeypatch.setattr(roofline, "measure_floor_bandwidth", lambda: (1e10, "(made up)"))
+    assert matrix.run(argparse.Namespace(quick=True, min_time=0.02)) == 0  # no repeats
+    assert seen == {"sizes": matrix.QUICK_SIZES, "repeats": matrix.REPEATS}
+    assert "cells below 1.0x: 1" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="at least 1"):
+        matrix.run(argparse.Namespace(quick=True, min_time=0.02, repeats=0))
