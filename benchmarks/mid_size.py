@@ -11,7 +11,8 @@ Part 2 runs the benchmark matrix's own timing of one cell (``matrix._time_cell``
 times, with every peer and with NumPy alone, and counts the chooser's timed calls per
 variant: after a block of torch or numexpr calls their thread pools spin, and our parallel
 calls wait as they do beside a busy core. Part 3 times the same cells with the variant forced
-(parallel, serial) beside the chooser's own choice.
+(parallel, serial) beside the chooser's own choice. Part 4 times the calls that end a period
+(the chooser decides in Python, cold after a large call) against those between (in C).
 
 Results and what was tried: benchmarks/RESULTS.md.
 """
@@ -125,6 +126,50 @@ def forced_variants(ne, torch) -> None:
         chooser.expire()
 
 
+def decision_calls() -> None:
+    """Part 4: a public call that ends a period (the chooser decides, in Python, and times it)
+    against the calls between decisions (in C), and decide's own time, per size and dtype."""
+    chooser = engine_numba.chooser
+    decide = chooser.decide
+    spent: list[float] = []
+
+    def timed_decide(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return decide(*args, **kwargs)
+        finally:
+            spent.append(time.perf_counter() - start)
+
+    for n in (N, 2_000_000):
+        for dtype in (np.float32, np.float64):
+            x = np.random.default_rng(0).standard_normal(n).astype(dtype)
+            out = np.empty_like(x)
+            for _ in range(300):  # past the exploration
+                chokepoint.relu(x, out=out)
+            plan = chooser.plan("relu", n, "parallel")
+            calls, deciding = [], []
+            spent.clear()
+            chooser.decide = timed_decide
+            try:
+                for _ in range(2000):
+                    deciding.append(plan[1] == 0)
+                    start = time.perf_counter()
+                    chokepoint.relu(x, out=out)
+                    calls.append(time.perf_counter() - start)
+            finally:
+                del chooser.decide  # the class's method again
+            mine = [t for t, d in zip(calls, deciding, strict=True) if d]
+            others = [t for t, d in zip(calls, deciding, strict=True) if not d]
+            # the median deciding call's extra time, spread over all calls
+            extra = (len(mine) * (statistics.median(mine) - statistics.median(others))
+                     / len(calls))
+            print(f"relu {np.dtype(dtype).name} {n:>9,}: {len(mine):4} decisions in "
+                  f"{len(calls)} calls; a deciding call {statistics.median(mine) * 1e6:7.1f} "
+                  f"us, the others {statistics.median(others) * 1e6:7.1f} us (decide "
+                  f"{statistics.median(spent) * 1e6:5.1f} us): {extra * 1e6:5.2f} us a call, "
+                  f"{extra / statistics.median(others):.1%}", flush=True)
+
+
 def main() -> None:
     ne, torch = peers()
     print(f"where a {N:,}-element float32 call's time goes (median call, blocks alternated)")
@@ -133,6 +178,8 @@ def main() -> None:
     chooser_in_the_matrix(ne, torch)
     print("\nthe same cells (every peer), the variant forced")
     forced_variants(ne, torch)
+    print("\nwhat a decision costs: the call that ends a period against the others")
+    decision_calls()
 
 
 if __name__ == "__main__":
