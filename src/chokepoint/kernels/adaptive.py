@@ -65,8 +65,11 @@ PERIOD = 5e-3
 #: figure, and calls that became 1000x slower (a parallel kernel waiting for a busy core's time
 #: slice, 7 ms against 7 us on 1e5 elements) held one for seconds (busy_core.py: 7 ms a call)
 PERIOD_MAX = 2 * PERIOD
-#: calls shorter than this (seconds) are re-measured over SAMPLE calls (see _explore_calls)
-SHORT = 1e-3
+#: a variant whose SAMPLE calls take less than this (seconds) is re-measured over SAMPLE calls
+#: after WARM (see _explore_calls); longer ones over one. At 1 ms (PERIOD's old value) a
+#: parallel hardtanh on 2e6 float32 (130 us a call) was re-measured on one call after the
+#: serial kernel's, cold (170-300 us), and lost to serial (250 us) for a whole matrix cell
+SHORT = 4e-3
 #: a switch to a variant whose calls are short runs this many calls before any is counted
 #: (see the module notes): a parallel kernel's first calls after serial ones wait while its
 #: threads wake and half its data moves to the other core; the serial kernel's first calls
