@@ -22,16 +22,24 @@ def test_summary_is_the_geometric_mean_and_the_cells_below_one():
 
 
 def test_the_table_has_a_column_per_size_and_the_largest_against_its_floor():
-    found = [_cell("relu out=", 1000, 1.0, 2.0), _cell("relu out=", 10**7, 0.01, 0.02)]
-    text = matrix._table(found, bandwidth=8e9)  # 8e7 bytes at 8 GB/s: a floor of 0.01 s
+    big = _cell("relu out=", 10**7, 0.02, 0.04)
+    big.bandwidth = 8e9  # 8e7 bytes at 8 GB/s: a floor of 0.01 s
+    found = [_cell("relu out=", 1000, 1.0, 2.0), big]
+    assert big.floor_ratio == pytest.approx(2.0) and found[0].floor_ratio is None
+    text = matrix._table(found)
     row = next(line for line in text.splitlines() if line.startswith("relu out="))
-    assert row.split()[2:] == ["2.00x", "2.00x", "1.00x"]
+    assert row.split()[2:] == ["2.00x", "2.00x", "2.00x"]
+    assert "floor" not in matrix._table(found[:1])
 
 
-def test_every_kernel_has_a_cell_with_a_named_peer():
-    found = matrix.cells(sizes=(1000,), dtypes=("float64",), min_time=1e-3, repeats=1)
+def test_every_kernel_has_a_cell_with_a_named_peer(monkeypatch):
+    monkeypatch.setattr(matrix, "FLOOR_MIN", 1000)  # the floor measured before each cell
+    rates = iter(range(1, 100))
+    found = matrix.cells(sizes=(1000,), dtypes=("float64",), min_time=1e-3, repeats=1,
+                         floor=lambda: float(next(rates)))
     kernels = [c.kernel for c in found]
     assert len(kernels) == len(set(kernels)) == 10
+    assert [c.bandwidth for c in found] == [float(k) for k in range(1, 11)]
     for c in found:
         assert c.ours_s > 0 and c.peer_s > 0 and c.peer and c.nbytes > 1000
 
@@ -39,15 +47,16 @@ def test_every_kernel_has_a_cell_with_a_named_peer():
 def test_run_takes_the_options_of_chokepoint_bench_too(monkeypatch, capsys):
     seen = {}
 
-    def fake_cells(sizes, min_time, repeats, progress):
-        seen.update(sizes=sizes, repeats=repeats)
+    def fake_cells(sizes, min_time, repeats, progress, floor):
+        seen.update(sizes=sizes, repeats=repeats, floor=floor())
         return [_cell("relu out=", 1000, 1.0, 0.5)]
 
     monkeypatch.setattr(matrix, "cells", fake_cells)
     roofline = importlib.import_module("chokepoint.measure.roofline")
-    monkeypatch.setattr(roofline, "measure_floor_bandwidth", lambda: (1e10, "(made up)"))
+    monkeypatch.setattr(roofline, "measure_floor_bandwidth",
+                        lambda *args: (1e10, "(made up)"))
     assert matrix.run(argparse.Namespace(quick=True, min_time=0.02)) == 0  # no repeats
-    assert seen == {"sizes": matrix.QUICK_SIZES, "repeats": matrix.REPEATS}
+    assert seen == {"sizes": matrix.QUICK_SIZES, "repeats": matrix.REPEATS, "floor": 1e10}
     assert "cells below 1.0x: 1" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="at least 1"):
         matrix.run(argparse.Namespace(quick=True, min_time=0.02, repeats=0))

@@ -5,8 +5,8 @@ Each cell times ours and the peers round-robin in one process
 (:func:`chokepoint.measure.measure_interleaved`) and reports the ratio best peer / ours
 (above 1: ours is faster). ``chokepoint bench --matrix`` and ``benchmarks/matrix.py`` run it;
 it prints the table, the geometric mean, the cells below 1.0x and, for the largest size, each
-kernel against its bandwidth floor (its bytes at the faster of the read and triad bandwidths
-measured in this run).
+kernel against its bandwidth floor (its bytes at the faster of the read and triad bandwidths,
+measured just before the cell).
 """
 
 from __future__ import annotations
@@ -26,6 +26,12 @@ __all__ = ["Cell", "cells", "main", "run"]
 
 SIZES = (1_000, 100_000, 2_000_000, 30_000_000)
 QUICK_SIZES = (1_000, 100_000, 2_000_000)
+#: cells of this many elements or more are also timed against their floor, whose rate is
+#: measured just before each (the VM's bandwidth drifts by half within minutes: one run's
+#: floors, measured once at its start in a fast phase, put every 3e7 cell 1.2-1.7x above them)
+FLOOR_MIN = 10**7
+#: the arrays the floor's rate is measured on (the read and the triad bandwidth)
+FLOOR_BYTES = 1 << 27
 #: alternations per cell, each a block of min_time per callable: the median of 7 (as %timeit's
 #: 7 runs). With 5, a 3e7 cell (3 calls a block) moved by a third when a phase of the VM's
 #: bandwidth, or the chooser's re-measure of the serial kernel, hit two of the five blocks
@@ -43,10 +49,17 @@ class Cell:
     peer: str
     peer_s: float
     nbytes: int
+    #: the floor's rate (B/s), measured just before the cell (large cells only), else None
+    bandwidth: float | None = None
 
     @property
     def ratio(self) -> float:
         return self.peer_s / self.ours_s
+
+    @property
+    def floor_ratio(self) -> float | None:
+        """Our time over the floor (the cell's bytes at ``bandwidth``); None without one."""
+        return self.ours_s / (self.nbytes / self.bandwidth) if self.bandwidth else None
 
 
 def _cases(n: int, dtype, ne, torch) -> dict[str, tuple[int, Callable, dict[str, Callable]]]:
@@ -147,8 +160,10 @@ def _time_cell(ours: Callable, peers: dict, min_time: float,
 
 
 def cells(sizes=SIZES, dtypes=("float32", "float64"), min_time: float = 0.02,
-          progress: Callable[[str], None] | None = None, repeats: int = REPEATS) -> list[Cell]:
-    """Time every cell (see the module notes)."""
+          progress: Callable[[str], None] | None = None, repeats: int = REPEATS,
+          floor: Callable[[], float] | None = None) -> list[Cell]:
+    """Time every cell (see the module notes). ``floor``: measures the floor's rate in B/s,
+    called just before each cell of :data:`FLOOR_MIN` elements or more."""
     from .bench import peers
 
     ne, torch = peers()
@@ -156,28 +171,30 @@ def cells(sizes=SIZES, dtypes=("float32", "float64"), min_time: float = 0.02,
     for dtype in dtypes:
         for n in sizes:
             for kernel, (nbytes, ours, rivals) in _cases(n, np.dtype(dtype), ne, torch).items():
+                bandwidth = floor() if floor is not None and n >= FLOOR_MIN else None
                 ours_s, peer, peer_s = _time_cell(ours, rivals, min_time, repeats)
-                cell = Cell(kernel, dtype, n, ours_s, peer, peer_s, nbytes)
+                cell = Cell(kernel, dtype, n, ours_s, peer, peer_s, nbytes, bandwidth)
                 found.append(cell)
                 if progress is not None:
                     progress(f"{dtype} {n:>10} {kernel:24} {cell.ratio:5.2f}x ({peer})")
     return found
 
 
-def _table(found: list[Cell], bandwidth: float | None) -> str:
+def _table(found: list[Cell]) -> str:
     sizes = sorted({c.n for c in found})
+    floors = any(c.bandwidth for c in found)
     lines = []
     for dtype in sorted({c.dtype for c in found}):
         lines.append(f"\n{dtype}: best peer / chokepoint (above 1: ours faster)")
         lines.append(f"{'kernel':26}" + "".join(f"{n:>12,}" for n in sizes)
-                     + ("   3e7 / floor" if bandwidth else ""))
+                     + ("   3e7 / floor" if floors else ""))
         for kernel in dict.fromkeys(c.kernel for c in found):
             row = {c.n: c for c in found if c.kernel == kernel and c.dtype == dtype}
             text = f"{kernel:26}" + "".join(f"{row[n].ratio:>11.2f}x" if n in row else " " * 12
                                            for n in sizes)
             big = row.get(max(sizes))
-            if bandwidth and big is not None:
-                text += f"   {big.ours_s / (big.nbytes / bandwidth):8.2f}x"
+            if big is not None and big.floor_ratio is not None:
+                text += f"   {big.floor_ratio:8.2f}x"
             lines.append(text)
     return "\n".join(lines)
 
@@ -207,15 +224,20 @@ def run(args: argparse.Namespace) -> int:
     sizes = QUICK_SIZES if args.quick else SIZES
     machine = machine_info()
     # a kernel with several streams can beat a single read stream: the faster of read and triad
-    bandwidth, said = measure_floor_bandwidth()
+    _, said = measure_floor_bandwidth()
     print(f"{machine['cpu']}, {machine['cores']} cores; backend {chokepoint.get_backend()}; "
-          f"{said}", flush=True)
+          f"{said}; each 3e7 cell's floor is measured again just before it", flush=True)
     repeats = getattr(args, "repeats", REPEATS)  # chokepoint bench --matrix has no --repeats
     if repeats < 1:
         raise SystemExit(f"--repeats must be at least 1, got {repeats}")
     found = cells(sizes, min_time=args.min_time, repeats=repeats,
-                  progress=lambda line: print(line, file=sys.stderr, flush=True))
-    print(_table(found, bandwidth if max(sizes) >= 10**7 else None))
+                  progress=lambda line: print(line, file=sys.stderr, flush=True),
+                  floor=lambda: measure_floor_bandwidth(FLOOR_BYTES, 0.05)[0])
+    print(_table(found))
+    rates = [c.bandwidth for c in found if c.bandwidth]
+    if rates:
+        print(f"\nthe floors' rates, measured before each 3e7 cell: {min(rates) / 1e9:.1f}-"
+              f"{max(rates) / 1e9:.1f} GB/s")
     geomean, slower = summary(found)
     print(f"\ngeometric mean of best peer / ours: {geomean:.2f}x over {len(found)} cells")
     print(f"cells below 1.0x: {len(slower)}")
