@@ -33,13 +33,17 @@ def test_the_table_has_a_column_per_size_and_the_largest_against_its_floor():
 
 
 def test_every_kernel_has_a_cell_with_a_named_peer(monkeypatch):
-    monkeypatch.setattr(matrix, "FLOOR_MIN", 1000)  # the floor measured before each cell
-    rates = iter(range(1, 100))
+    monkeypatch.setattr(matrix, "FLOOR_MIN", 1000)  # the floor timed among each cell's calls
+    probed = []
+    probes = {"read_bw": (lambda: probed.append(1), 10**6),
+              "triad_bw": (lambda: probed.append(3), 3)}
     found = matrix.cells(sizes=(1000,), dtypes=("float64",), min_time=1e-3, repeats=1,
-                         floor=lambda: float(next(rates)))
+                         probes=probes)
     kernels = [c.kernel for c in found]
     assert len(kernels) == len(set(kernels)) == 10
-    assert [c.bandwidth for c in found] == [float(k) for k in range(1, 11)]
+    assert set(probed) == {1, 3}
+    for c in found:  # the faster kind: a million bytes a call (the other, 3)
+        assert c.bandwidth > 10**6 and c.floor_ratio > 0
     for c in found:
         assert c.ours_s > 0 and c.peer_s > 0 and c.peer and c.nbytes > 1000
 
@@ -47,8 +51,8 @@ def test_every_kernel_has_a_cell_with_a_named_peer(monkeypatch):
 def test_run_takes_the_options_of_chokepoint_bench_too(monkeypatch, capsys):
     seen = {}
 
-    def fake_cells(sizes, min_time, repeats, progress, floor):
-        seen.update(sizes=sizes, repeats=repeats, floor=floor())
+    def fake_cells(sizes, min_time, repeats, progress, probes):
+        seen.update(sizes=sizes, repeats=repeats, probes=probes)
         return [_cell("relu out=", 1000, 1.0, 0.5)]
 
     monkeypatch.setattr(matrix, "cells", fake_cells)
@@ -56,7 +60,7 @@ def test_run_takes_the_options_of_chokepoint_bench_too(monkeypatch, capsys):
     monkeypatch.setattr(roofline, "measure_floor_bandwidth",
                         lambda *args: (1e10, "(made up)"))
     assert matrix.run(argparse.Namespace(quick=True, min_time=0.02)) == 0  # no repeats
-    assert seen == {"sizes": matrix.QUICK_SIZES, "repeats": matrix.REPEATS, "floor": 1e10}
+    assert seen == {"sizes": matrix.QUICK_SIZES, "repeats": matrix.REPEATS, "probes": None}
     assert "cells below 1.0x: 1" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="at least 1"):
         matrix.run(argparse.Namespace(quick=True, min_time=0.02, repeats=0))

@@ -6,7 +6,7 @@ Each cell times ours and the peers round-robin in one process
 (above 1: ours is faster). ``chokepoint bench --matrix`` and ``benchmarks/matrix.py`` run it;
 it prints the table, the geometric mean, the cells below 1.0x and, for the largest size, each
 kernel against its bandwidth floor (its bytes at the faster of the read and triad bandwidths,
-measured just before the cell).
+whose kernels are timed in the cell's own alternation).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ __all__ = ["Cell", "cells", "main", "run"]
 SIZES = (1_000, 100_000, 2_000_000, 30_000_000)
 QUICK_SIZES = (1_000, 100_000, 2_000_000)
 #: cells of this many elements or more are also timed against their floor, whose rate is
-#: measured just before each (the VM's bandwidth drifts by half within minutes: one run's
-#: floors, measured once at its start in a fast phase, put every 3e7 cell 1.2-1.7x above them)
+#: measured among the cell's own calls (the VM's bandwidth drifts by half within minutes: one
+#: run's floors, measured once at its start in a fast phase, put every 3e7 cell 1.2-1.7x above
+#: them; measured just before each cell, the rates of one run spread over 28-45 GB/s)
 FLOOR_MIN = 10**7
 #: the arrays the floor's rate is measured on (the read and the triad bandwidth)
 FLOOR_BYTES = 1 << 27
@@ -147,23 +148,31 @@ def _cases(n: int, dtype, ne, torch) -> dict[str, tuple[int, Callable, dict[str,
     }
 
 
-def _time_cell(ours: Callable, peers: dict, min_time: float,
-               repeats: int = REPEATS) -> tuple[float, str, float]:
+def _time_cell(ours: Callable, peers: dict, min_time: float, repeats: int = REPEATS,
+               probes: dict | None = None) -> tuple[float, str, float, float | None]:
+    """(our median, the best peer's name, its median, the floor's rate in B/s or None).
+
+    ``probes``: ``kind -> (call, bytes it moves)`` (:func:`.roofline.bandwidth_kernels`),
+    timed in the same alternation as ours and the peers, so that the floor's rate is the one
+    the cell ran at; the faster kind gives it."""
     names = list(peers)
     settle(ours)  # through the chooser's exploration: at 3e7 a repeat is one call
     for peer in peers.values():
         peer()  # numexpr compiles its string, torch allocates
-    times = measure_interleaved([ours, *peers.values()], min_time=min_time, repeats=repeats)
+    extra = list((probes or {}).values())
+    times = measure_interleaved([ours, *peers.values(), *(call for call, _ in extra)],
+                                min_time=min_time, repeats=repeats)
     medians = [m.median for m in times]
     best = min(range(len(names)), key=lambda i: medians[i + 1])
-    return medians[0], names[best], medians[best + 1]
+    rates = [moved / medians[1 + len(names) + k] for k, (_, moved) in enumerate(extra)]
+    return medians[0], names[best], medians[best + 1], max(rates) if rates else None
 
 
 def cells(sizes=SIZES, dtypes=("float32", "float64"), min_time: float = 0.02,
           progress: Callable[[str], None] | None = None, repeats: int = REPEATS,
-          floor: Callable[[], float] | None = None) -> list[Cell]:
-    """Time every cell (see the module notes). ``floor``: measures the floor's rate in B/s,
-    called just before each cell of :data:`FLOOR_MIN` elements or more."""
+          probes: dict | None = None) -> list[Cell]:
+    """Time every cell (see the module notes). ``probes``: the bandwidth kernels timed among
+    each cell of :data:`FLOOR_MIN` elements or more, for its floor (see :func:`_time_cell`)."""
     from .bench import peers
 
     ne, torch = peers()
@@ -171,8 +180,8 @@ def cells(sizes=SIZES, dtypes=("float32", "float64"), min_time: float = 0.02,
     for dtype in dtypes:
         for n in sizes:
             for kernel, (nbytes, ours, rivals) in _cases(n, np.dtype(dtype), ne, torch).items():
-                bandwidth = floor() if floor is not None and n >= FLOOR_MIN else None
-                ours_s, peer, peer_s = _time_cell(ours, rivals, min_time, repeats)
+                ours_s, peer, peer_s, bandwidth = _time_cell(
+                    ours, rivals, min_time, repeats, probes if n >= FLOOR_MIN else None)
                 cell = Cell(kernel, dtype, n, ours_s, peer, peer_s, nbytes, bandwidth)
                 found.append(cell)
                 if progress is not None:
@@ -219,25 +228,30 @@ def run(args: argparse.Namespace) -> int:
     """Run the matrix with parsed options and print it."""
     import sys
 
-    from chokepoint.measure.roofline import machine_info, measure_floor_bandwidth
+    from chokepoint.measure.roofline import (
+        bandwidth_kernels,
+        machine_info,
+        measure_floor_bandwidth,
+    )
 
     sizes = QUICK_SIZES if args.quick else SIZES
     machine = machine_info()
     # a kernel with several streams can beat a single read stream: the faster of read and triad
     _, said = measure_floor_bandwidth()
     print(f"{machine['cpu']}, {machine['cores']} cores; backend {chokepoint.get_backend()}; "
-          f"{said}; each 3e7 cell's floor is measured again just before it", flush=True)
+          f"{said}; each 3e7 cell's floor is measured among its own calls", flush=True)
     repeats = getattr(args, "repeats", REPEATS)  # chokepoint bench --matrix has no --repeats
     if repeats < 1:
         raise SystemExit(f"--repeats must be at least 1, got {repeats}")
     found = cells(sizes, min_time=args.min_time, repeats=repeats,
                   progress=lambda line: print(line, file=sys.stderr, flush=True),
-                  floor=lambda: measure_floor_bandwidth(FLOOR_BYTES, 0.05)[0])
+                  probes=bandwidth_kernels(FLOOR_BYTES, ("read_bw", "triad_bw"))
+                  if max(sizes) >= FLOOR_MIN else None)
     print(_table(found))
     rates = [c.bandwidth for c in found if c.bandwidth]
     if rates:
-        print(f"\nthe floors' rates, measured before each 3e7 cell: {min(rates) / 1e9:.1f}-"
-              f"{max(rates) / 1e9:.1f} GB/s")
+        print(f"\nthe floors' rates, each the faster of read and triad timed among the cell's "
+              f"own calls: {min(rates) / 1e9:.1f}-{max(rates) / 1e9:.1f} GB/s")
     geomean, slower = summary(found)
     print(f"\ngeometric mean of best peer / ours: {geomean:.2f}x over {len(found)} cells")
     print(f"cells below 1.0x: {len(slower)}")

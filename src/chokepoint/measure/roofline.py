@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -29,8 +30,9 @@ import numpy as np
 
 from .timer import measure
 
-__all__ = ["ARRAY_BYTES", "BANDWIDTHS", "Roofline", "cache_path", "machine_info",
-           "measure_bandwidths", "measure_floor_bandwidth", "measure_roofline", "roofline"]
+__all__ = ["ARRAY_BYTES", "BANDWIDTHS", "Roofline", "bandwidth_kernels", "cache_path",
+           "machine_info", "measure_bandwidths", "measure_floor_bandwidth", "measure_roofline",
+           "roofline"]
 
 ARRAY_BYTES = 256 * 2**20
 _FLOP_STEPS = 64
@@ -222,6 +224,21 @@ def measure_bandwidths(nbytes: int, min_time: float,
     """Read, write, copy and triad bandwidth in B/s on arrays of ``nbytes``, with the threads
     numba has now (the benchmarks use it to measure the floor in their own run; a race
     re-measures the read ceiling it doubts with ``kinds=("read_bw",)``)."""
+    probes = bandwidth_kernels(nbytes, kinds)
+    found = {}
+    for kind, (fn, moved) in probes.items():
+        m = measure(fn, min_time=min_time, repeats=5)
+        if spreads is not None:  # run-to-run spread: interquartile range over the median
+            spreads[kind] = m.iqr / m.median
+        found[kind] = moved / m.median
+    return found
+
+
+def bandwidth_kernels(nbytes: int, kinds: tuple[str, ...] = BANDWIDTHS
+                      ) -> dict[str, tuple[Callable[[], object], int]]:
+    """``kind -> (call, bytes it moves)`` for the bandwidth kernels in ``kinds`` (in
+    :data:`BANDWIDTHS`' order), on new arrays of ``nbytes`` each: for a caller that times them
+    among other calls (the benchmark matrix interleaves them with each large cell)."""
     unknown = set(kinds) - set(BANDWIDTHS)
     if unknown:
         raise ValueError(f"unknown bandwidths {sorted(unknown)}; known: {BANDWIDTHS}")
@@ -229,21 +246,13 @@ def measure_bandwidths(nbytes: int, min_time: float,
     a = np.ones(n)
     b = np.ones(n) if {"copy_bw", "triad_bw"} & set(kinds) else None
     c = np.ones(n) if "triad_bw" in kinds else None
-
-    def rate(fn, moved, kind):
-        m = measure(fn, min_time=min_time, repeats=5)
-        if spreads is not None:  # run-to-run spread: interquartile range over the median
-            spreads[kind] = m.iqr / m.median
-        return moved / m.median
-
     kernels = {
         "read_bw": (lambda: _read(a.view(np.int64)), 1),
         "write_bw": (lambda: _write(a), 1),
         "copy_bw": (lambda: _copy(b, a), 2),
         "triad_bw": (lambda: _triad(a, b, c, 3.0), 3),
     }
-    return {k: rate(kernels[k][0], kernels[k][1] * a.nbytes, k) for k in BANDWIDTHS
-            if k in kinds}
+    return {k: (kernels[k][0], kernels[k][1] * a.nbytes) for k in BANDWIDTHS if k in kinds}
 
 
 def _flop_rate(min_time: float) -> float:
