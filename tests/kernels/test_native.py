@@ -308,6 +308,17 @@ def test_mid_size_calls_run_the_decided_variant_in_c_and_count_in_the_plan(dtype
         chokepoint.relu_backward(g, x)
     plan = engine_numba.chooser.plan("relu_backward", n, "parallel")
     expected = ref.relu_backward(g, x)
+    chooser = engine_numba.chooser
+    calls = []
+
+    def decide(*args):
+        calls.append(("decide", *args))
+        return type(chooser).decide(chooser, *args)
+
+    def record(*args):
+        calls.append(("record", *args[:3]))
+        return type(chooser).record(chooser, *args)
+
     for variant in ("parallel", "serial"):
         plan[:] = [variant, 5, 0.0, 0]
         with _c_path_only(monkeypatch):
@@ -315,8 +326,29 @@ def test_mid_size_calls_run_the_decided_variant_in_c_and_count_in_the_plan(dtype
                 assert ref.same(chokepoint.relu_backward(g, x), expected)
                 assert plan[1] == left
         assert plan[3] == 5 and plan[2] > 0
-        with _c_path_only(monkeypatch), pytest.raises(AssertionError, match="Python path"):
-            chokepoint.relu_backward(g, x)  # no call left: the Python path decides
+        # no call left: the C path asks the chooser, as the Python path would, and runs the
+        # variant it decided (the call not counted in the new period; timed if it says so)
+        monkeypatch.setattr(chooser, "decide", decide)
+        monkeypatch.setattr(chooser, "record", record)
+        calls.clear()
+        with _c_path_only(monkeypatch):
+            assert ref.same(chokepoint.relu_backward(g, x), expected)
+        assert calls[0] == ("decide", "relu_backward", n, "parallel")
+        assert plan[2:] == [0.0, 0] and plan[0] in ("parallel", "serial")
+        assert len(calls) == 1 or calls[1][:3] == ("record", "relu_backward", n)
+        monkeypatch.delattr(chooser, "decide")
+        monkeypatch.delattr(chooser, "record")
+
+    def broken(*args):
+        raise RuntimeError("no decision")
+
+    plan[:] = ["parallel", 0, 0.0, 0]
+    monkeypatch.setattr(chooser, "decide", broken)  # a failed decision: the Python path's
+    out = np.full_like(g, 7.0)
+    with _c_path_only(monkeypatch), pytest.raises(AssertionError, match="Python path"):
+        chokepoint.relu_backward(g, x, out=out)
+    assert (out == 7.0).all()
+    monkeypatch.delattr(chooser, "decide")
     plan[:] = ["parallel", 5, 0.0, 0]
     monkeypatch.setattr(engine_numba, "lock_free", False)  # a layer that needs the lock
     with _c_path_only(monkeypatch), pytest.raises(AssertionError, match="Python path"):

@@ -49,6 +49,8 @@ typedef struct {
     kernel_fn par;            /* the parallel one (mid-size calls), NULL: none yet */
     double c[MAXC];
     PyObject *plans[SIZES];   /* size class -> the chooser's live decision (Chooser.plan) */
+    PyObject *decide;         /* decide(n) -> (variant, timed): the chooser's next decision */
+    PyObject *record;         /* record(n, variant, seconds): a timed call's time */
 } Slot;
 
 typedef struct {
@@ -221,13 +223,54 @@ static npy_intp parallel_min(void)
     return min;
 }
 
+/* the slot's kernel for a variant the chooser named; NULL: none here */
+static kernel_fn variant_kernel(Slot *slot, PyObject *variant)
+{
+    if (!PyUnicode_Check(variant))
+        return NULL;
+    if (PyUnicode_CompareWithASCIIString(variant, "serial") == 0)
+        return slot->fn;
+    if (PyUnicode_CompareWithASCIIString(variant, "parallel") == 0)
+        return slot->par;
+    return NULL;
+}
+
+/* The end of a period: the chooser decides (slot->decide, as api.call_fast calls it), and this
+ * call runs the variant it decided, uncounted; *timed a new reference to the variant where the
+ * chooser asked for this call's time (then record it). NULL: decline, before or after the
+ * decision (the Python path then decides again). */
+static kernel_fn decide_now(Slot *slot, npy_intp n, PyObject **timed)
+{
+    if (slot->decide == NULL || slot->record == NULL)
+        return NULL;
+    PyObject *decide = Py_NewRef(slot->decide); /* held: add_plan may replace it meanwhile */
+    PyObject *size = PyLong_FromSsize_t(n);
+    PyObject *got = size == NULL ? NULL : PyObject_CallOneArg(decide, size);
+    Py_XDECREF(size);
+    Py_DECREF(decide);
+    kernel_fn fn = NULL;
+    if (got != NULL && PyTuple_CheckExact(got) && PyTuple_GET_SIZE(got) == 2) {
+        PyObject *variant = PyTuple_GET_ITEM(got, 0);
+        int wanted = PyObject_IsTrue(PyTuple_GET_ITEM(got, 1));
+        fn = wanted < 0 ? NULL : variant_kernel(slot, variant);
+        if (fn != NULL && wanted)
+            *timed = Py_NewRef(variant);
+    }
+    Py_XDECREF(got);
+    PyErr_Clear();
+    return fn;
+}
+
 /* A mid-size call: the variant the chooser decided, for a call it decided it for (as
  * api.call_fast: calls left decremented; the call's seconds and 1 added to the plan, for the
- * next decision). NULL: decline (no decision left, no parallel kernel yet, or a threading layer
- * that needs the launch lock); *plan then NULL, else a new reference to the plan. */
-static kernel_fn decided(Native *self, Slot *slot, npy_intp n, PyObject **plan)
+ * next decision; at a period's end the chooser decides here, see decide_now). NULL: decline
+ * (no parallel kernel yet, or a threading layer that needs the launch lock); *plan a new
+ * reference to the plan where the call counts in it, *timed see decide_now. */
+static kernel_fn decided(Native *self, Slot *slot, npy_intp n, PyObject **plan,
+                         PyObject **timed)
 {
     *plan = NULL;
+    *timed = NULL;
     if (n <= 0 || n > self->mid_max || slot->par == NULL)
         return NULL;
     PyObject *lock_free = PyDict_GetItemWithError(numba_dict, lock_free_key); /* borrowed */
@@ -239,20 +282,18 @@ static kernel_fn decided(Native *self, Slot *slot, npy_intp n, PyObject **plan)
     PyObject *live = size < SIZES ? slot->plans[size] : NULL;
     if (live == NULL || PyList_GET_SIZE(live) != 4)
         return NULL;
-    PyObject *variant = PyList_GET_ITEM(live, 0), *left = PyList_GET_ITEM(live, 1);
-    if (!PyUnicode_Check(variant) || !PyLong_CheckExact(left))
+    PyObject *left = PyList_GET_ITEM(live, 1);
+    if (!PyLong_CheckExact(left))
         return NULL;
     Py_ssize_t calls = PyLong_AsSsize_t(left);
-    if (calls <= 0) {
+    if (calls == -1 && PyErr_Occurred()) {
         PyErr_Clear();
         return NULL;
     }
-    kernel_fn fn;
-    if (PyUnicode_CompareWithASCIIString(variant, "serial") == 0)
-        fn = slot->fn;
-    else if (PyUnicode_CompareWithASCIIString(variant, "parallel") == 0)
-        fn = slot->par;
-    else
+    if (calls <= 0)
+        return decide_now(slot, n, timed);
+    kernel_fn fn = variant_kernel(slot, PyList_GET_ITEM(live, 0));
+    if (fn == NULL)
         return NULL;
     PyObject *fewer = PyLong_FromSsize_t(calls - 1);
     if (fewer == NULL) {
@@ -301,6 +342,19 @@ static void count(PyObject *plan, double seconds)
 static PyObject *run(Native *self, kernel_fn fn, Slot *slot, PyArrayObject *x,
                      PyArrayObject *a, PyArrayObject *y, npy_intp n);
 
+/* a decided call's time, for the chooser (slot->record); an error there is dropped, as the
+ * call's result stands */
+static void record_call(Slot *slot, npy_intp n, PyObject *variant, double seconds)
+{
+    PyObject *record = slot->record == NULL ? NULL : Py_NewRef(slot->record);
+    if (record == NULL)
+        return;
+    PyObject *got = PyObject_CallFunction(record, "nOd", n, variant, seconds);
+    Py_XDECREF(got);
+    Py_DECREF(record);
+    PyErr_Clear();
+}
+
 static PyObject *native_call(PyObject *op, PyObject *const *args, size_t nargsf,
                              PyObject *kwnames)
 {
@@ -348,8 +402,8 @@ static PyObject *native_call(PyObject *op, PyObject *const *args, size_t nargsf,
             || (self->kind == MASK_BACKWARD && clash(y, a, 0)))
             Py_RETURN_NONE;
     }
-    PyObject *plan = NULL;
-    kernel_fn fn = n < serial_below ? slot->fn : decided(self, slot, n, &plan);
+    PyObject *plan = NULL, *timed = NULL;
+    kernel_fn fn = n < serial_below ? slot->fn : decided(self, slot, n, &plan, &timed);
     if (fn == NULL)
         Py_RETURN_NONE;
     /* from here the call is taken */
@@ -357,6 +411,7 @@ static PyObject *native_call(PyObject *op, PyObject *const *args, size_t nargsf,
         y = (PyArrayObject *)PyArray_SimpleNew(PyArray_NDIM(x), PyArray_DIMS(x), tout);
         if (y == NULL) {
             Py_XDECREF(plan);
+            Py_XDECREF(timed);
             return NULL;
         }
     } else {
@@ -364,12 +419,18 @@ static PyObject *native_call(PyObject *op, PyObject *const *args, size_t nargsf,
     }
     /* a: grad, or the bits borrowed from the mask: held while the GIL is released */
     Py_INCREF(a);
-    double start = plan == NULL ? 0.0 : now();
+    double start = plan == NULL && timed == NULL ? 0.0 : now();
     PyObject *result = run(self, fn, slot, x, a, y, n);
+    double seconds = now() - start;
     if (plan != NULL) {
         if (result != NULL)
-            count(plan, now() - start);
+            count(plan, seconds);
         Py_DECREF(plan);
+    }
+    if (timed != NULL) {
+        if (result != NULL)
+            record_call(slot, n, timed, seconds);
+        Py_DECREF(timed);
     }
     Py_DECREF(a);
     return result;
@@ -469,6 +530,8 @@ static void native_dealloc(Native *self)
                 continue;
             for (int k = 0; k < SIZES; k++)
                 Py_XDECREF(slot->plans[k]);
+            Py_XDECREF(slot->decide);
+            Py_XDECREF(slot->record);
             PyMem_Free(slot);
         }
     Py_XDECREF(self->keep);
@@ -571,24 +634,36 @@ static PyObject *native_add(Native *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(add_plan_doc, "add_plan(in_dtype, out_dtype, size, plan)\n\n"
+PyDoc_STRVAR(add_plan_doc, "add_plan(in_dtype, out_dtype, size, plan, decide, record)\n\n"
              "The chooser's live decision (Chooser.plan: [variant, calls left, seconds, "
-             "calls]) for the calls of size class size (n.bit_length()).");
+             "calls]) for the calls of size class size (n.bit_length()); decide(n) -> "
+             "(variant, timed) makes the next one when no call is left, and record(n, "
+             "variant, seconds) takes a timed call's time (None, None: the Python path "
+             "decides).");
 
 static PyObject *native_add_plan(Native *self, PyObject *args)
 {
-    PyObject *in_dtype, *out_dtype, *plan;
+    PyObject *in_dtype, *out_dtype, *plan, *decide = Py_None, *record = Py_None;
     int size;
-    if (!PyArg_ParseTuple(args, "OOiO!", &in_dtype, &out_dtype, &size, &PyList_Type, &plan))
+    if (!PyArg_ParseTuple(args, "OOiO!|OO", &in_dtype, &out_dtype, &size, &PyList_Type, &plan,
+                          &decide, &record))
         return NULL;
     if (size < 0 || size >= SIZES || PyList_GET_SIZE(plan) != 4) {
         PyErr_SetString(PyExc_ValueError, "Native.add_plan: bad size class or plan");
+        return NULL;
+    }
+    if ((decide == Py_None) != (record == Py_None)
+        || (decide != Py_None && (!PyCallable_Check(decide) || !PyCallable_Check(record)))) {
+        PyErr_SetString(PyExc_TypeError, "Native.add_plan: decide and record: two callables, "
+                        "or None");
         return NULL;
     }
     Slot *slot = slot_for(self, in_dtype, out_dtype);
     if (slot == NULL)
         return NULL;
     Py_XSETREF(slot->plans[size], Py_NewRef(plan));
+    Py_XSETREF(slot->decide, decide == Py_None ? NULL : Py_NewRef(decide));
+    Py_XSETREF(slot->record, record == Py_None ? NULL : Py_NewRef(record));
     Py_RETURN_NONE;
 }
 
