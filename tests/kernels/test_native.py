@@ -174,7 +174,7 @@ def _declined(x):
     misaligned[...] = x.ravel()
     read_only = np.empty_like(x)
     read_only.flags.writeable = False
-    big = np.zeros(engine_numba.PARALLEL_MIN, x.dtype)
+    big = np.zeros(engine_numba.CHECKED_MAX, x.dtype)  # the launcher's (mid-size: below)
     return [
         ("strided", x[:, ::2], None),
         ("F-ordered", np.asfortranarray(x), None),
@@ -183,7 +183,7 @@ def _declined(x):
         ("misaligned", misaligned.reshape(x.shape), None),
         ("a list", x.tolist(), None),
         ("float16", x.astype(np.float16), None),
-        ("at PARALLEL_MIN", big, None),
+        ("at CHECKED_MAX", big, None),
         ("a read-only out", x, read_only),
         ("an out of another shape", x, np.empty(x.shape[::-1], x.dtype)),
         ("an out of another dtype", x, np.empty(x.shape, np.float16)),
@@ -349,6 +349,10 @@ def test_mid_size_calls_run_the_decided_variant_in_c_and_count_in_the_plan(dtype
         chokepoint.relu_backward(g, x, out=out)
     assert (out == 7.0).all()
     monkeypatch.delattr(chooser, "decide")
+    # a lane whose table has no plan for the size class (nor a parallel kernel) declines
+    lane = native.Lane(native.MAP2)
+    lane.add("relu_backward", x.dtype, x.dtype, (0.0,))
+    assert lane.native(g, x, None) is None
     plan[:] = ["parallel", 5, 0.0, 0]
     monkeypatch.setattr(engine_numba, "lock_free", False)  # a layer that needs the lock
     with _c_path_only(monkeypatch), pytest.raises(AssertionError, match="Python path"):
