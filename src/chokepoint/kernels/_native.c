@@ -17,7 +17,8 @@
  *   - up to mid_max (below CHECKED_MAX): the variant of the chooser's live decision
  *     (Chooser.plan) while it has calls left, each call's time added to it, as api.call_fast
  *     does; parallel only where engine_numba.lock_free says the threading layer needs no
- *     launch lock. The Python path makes the decisions.
+ *     launch lock. At a decision's end it calls the chooser (Chooser.decide, given with the
+ *     plan by the Python path), runs the variant decided and records the call if asked to.
  * Validation stays in Python: None only ever sends the call there.
  *
  * Kinds (the arguments; every kernel is fn(a, b, c, n, constants)):

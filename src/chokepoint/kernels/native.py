@@ -7,8 +7,9 @@ array into a new reference-counted structure. NumPy's whole ufunc call on 1000 e
 the fast path's checks in C and runs the kernel as a numba ``cfunc`` (the same generated
 source as the other variants, :func:`.engine_numba.native_kernel`): the serial kernel below
 ``PARALLEL_MIN`` elements, and up to ``CHECKED_MAX`` the variant the chooser decided, while its
-live decision has calls left. What it declines (anything but plain C-contiguous native arrays
-of one shape, a decision to make, the NumPy engine) it leaves to the Python path, untouched.
+live decision has calls left (and at its end asks the chooser for the next one). What it
+declines (anything but plain C-contiguous native arrays of one shape, a size class without a
+plan, the NumPy engine) it leaves to the Python path, untouched.
 
 The public function calls its :class:`Lane`'s ``Native`` first. The Python path fills the
 lane: a dtype's kernels on its first small or mid-size call, a size class's decision on its
