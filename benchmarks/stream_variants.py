@@ -85,5 +85,31 @@ def main() -> None:
               f"np.multiply(G, X > 0, out=G) {p * 1e3:8.2f} ms; {p / o:5.2f}x")
 
 
+def by_working_set(rounds: int = 15) -> None:
+    """Stream against parallel below the 16 MiB output where streaming starts: whether it pays
+    follows the working set (inputs and output) against the L3, not the output's size."""
+    print("\nstream / parallel below STREAM_MIN_BYTES (blocks of 10 calls, median):")
+    for n in (1_000_000, 2_000_000, 4_000_000):
+        for dtype in (np.float32, np.float64):
+            rng = np.random.default_rng(0)
+            x = rng.standard_normal(n).astype(dtype)
+            g = rng.standard_normal(n).astype(dtype)
+            o = np.empty_like(x)
+            line = []
+            for name, call in (("relu_backward", (g, x, o, dtype(0))), ("relu", (x, o, dtype(0)))):
+                stream, plain = en._kernel(name, "stream"), en._kernel(name, "parallel")
+                stream(*call), plain(*call)
+                ts, tp = [], []
+                for _ in range(rounds):
+                    ts.append(sum(_once(stream, *call) for _ in range(10)) / 10)
+                    tp.append(sum(_once(plain, *call) for _ in range(10)) / 10)
+                s, p = statistics.median(ts), statistics.median(tp)
+                working = (len(call) - 1) * x.nbytes / 2**20
+                line.append(f"{name} ({working:.0f} MiB) {s * 1e6:6.0f} / {p * 1e6:6.0f} us "
+                            f"({s / p:.2f})")
+            print(f"{n:>9,} {np.dtype(dtype).name:8s} " + "; ".join(line), flush=True)
+
+
 if __name__ == "__main__":
     main()
+    by_working_set()
