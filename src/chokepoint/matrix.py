@@ -234,19 +234,22 @@ def run(args: argparse.Namespace) -> int:
         measure_floor_bandwidth,
     )
 
-    sizes = QUICK_SIZES if args.quick else SIZES
-    machine = machine_info()
-    # a kernel with several streams can beat a single read stream: the faster of read and triad
-    _, said = measure_floor_bandwidth()
-    print(f"{machine['cpu']}, {machine['cores']} cores; backend {chokepoint.get_backend()}; "
-          f"{said}; each 3e7 cell's floor is measured among its own calls", flush=True)
     repeats = getattr(args, "repeats", REPEATS)  # chokepoint bench --matrix has no --repeats
     if repeats < 1:
         raise SystemExit(f"--repeats must be at least 1, got {repeats}")
+    sizes = QUICK_SIZES if args.quick else SIZES
+    floors = max(sizes) >= FLOOR_MIN
+    machine = machine_info()
+    # the bandwidth now, for the header; a kernel with several streams can beat a single read
+    # stream: the faster of read and triad (each large cell measures its own, see cells)
+    _, said = measure_floor_bandwidth(FLOOR_BYTES, 0.05)
+    print(f"{machine['cpu']}, {machine['cores']} cores; backend {chokepoint.get_backend()}; "
+          f"{said}" + ("; each 3e7 cell's floor is measured among its own calls" if floors
+                       else ""), flush=True)
     found = cells(sizes, min_time=args.min_time, repeats=repeats,
                   progress=lambda line: print(line, file=sys.stderr, flush=True),
                   probes=bandwidth_kernels(FLOOR_BYTES, ("read_bw", "triad_bw"))
-                  if max(sizes) >= FLOOR_MIN else None)
+                  if floors else None)
     print(_table(found))
     rates = [c.bandwidth for c in found if c.bandwidth]
     if rates:

@@ -334,3 +334,15 @@ def test_the_plan_is_the_live_decision():
     c.expire()
     assert plan[:2] == ["parallel", 0]
     assert c.decide("relu", n, "parallel") == ("parallel", True)  # chosen and timed again
+
+
+def test_kernels_compiled_before_their_first_call_count_it():
+    # record skips the first call of each signature (it compiled the kernel); the C path's
+    # cfuncs are compiled before theirs, under a signature of their own
+    c = Chooser(Clock())
+    n = 1 << 20
+    c.record("relu", n, "serial", 1e-3, ("checked", "f", "f"))
+    assert not c.figures  # the first call of a signature: not counted
+    c.compiled("relu", ("serial", "parallel"), ("native", "f", "f"))
+    c.record("relu", n, "parallel", 2e-3, ("native", "f", "f"))
+    assert c.figures[("relu", n.bit_length(), "parallel")][2] == 1

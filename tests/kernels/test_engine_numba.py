@@ -237,8 +237,21 @@ def test_mask_forward_variants_on_every_partial_byte(mode, dtype, name):
             engine_numba.kernel_for(name, "serial")(*tail)
         keep = ~(x < 0) if at_zero else ~(x <= 0)  # NaN passes
         want = np.where(x < 0, dtype(0), x)  # -0.0 and NaN kept
-        assert np.array_equal(y, want, equal_nan=np.issubdtype(dtype, np.floating)), (n, mode)
+        floats = np.issubdtype(dtype, np.floating)
+        assert np.array_equal(y, want, equal_nan=floats), (n, mode)
         assert np.array_equal(np.signbit(y), np.signbit(want)), (n, mode)
+        assert np.array_equal(bits, np.packbits(keep, bitorder="little")), (n, mode)
+        # in place (y is x): the mask kernels stream in place too (each step loads, then
+        # stores)
+        both = x.copy()
+        if mode == "stream" and both.ctypes.data % 16:
+            continue
+        bits[:] = 0xAA
+        args = (both, both, bits, dtype(0))
+        engine_numba.kernel_for(name, mode)(*args)
+        if mode == "stream":
+            engine_numba.kernel_for(name, "serial")(*engine_numba._tail(name, args, n - n % 8))
+        assert np.array_equal(both, want, equal_nan=floats), (n, mode, "in place")
         assert np.array_equal(bits, np.packbits(keep, bitorder="little")), (n, mode)
 
 

@@ -294,11 +294,28 @@ def test_without_the_c_path_every_call_takes_the_python_path():
     assert "CHOKEPOINT_NATIVE=0" in done.stdout
 
 
+@pytest.fixture
+def no_period_max(monkeypatch):
+    """Periods that no call's time ends early (PERIOD_MAX, in C and in Python): on a slow or
+    busy machine five calls could take 10 ms."""
+    module = native.load()
+    if module is None:
+        yield
+        return
+    was = module.set_period_max(1e6)
+    monkeypatch.setattr(adaptive, "PERIOD_MAX", 1e6)
+    try:
+        yield
+    finally:
+        module.set_period_max(was)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_mid_size_calls_run_the_decided_variant_in_c_and_count_in_the_plan(dtype, monkeypatch):
+def test_mid_size_calls_run_the_decided_variant_in_c_and_count_in_the_plan(dtype, monkeypatch,
+                                                                          no_period_max):
     # between PARALLEL_MIN and CHECKED_MAX the C path runs the variant of the chooser's live
     # decision while it has calls left (as api.call_fast), adds each call's time to it, and
-    # leaves the deciding to the Python path
+    # at its end asks the chooser for the next decision
     _numba_only()
     n = engine_numba.PARALLEL_MIN + 13
     x, g = _inputs(dtype, (n,))
@@ -392,8 +409,12 @@ def test_a_period_whose_calls_took_period_max_ends_early(path, monkeypatch):
             module.set_enabled(was)
     assert plan[1] == 0 and plan[3] == 1  # counted, and the period over
     plan[:] = ["parallel", 5, 0.0, 0]
-    with _c_path_only(monkeypatch):  # with the default limit it runs on
-        chokepoint.relu_backward(g, x)
+    was = module.set_period_max(1e6)
+    try:
+        with _c_path_only(monkeypatch):  # below the limit the period runs on
+            chokepoint.relu_backward(g, x)
+    finally:
+        module.set_period_max(was)
     assert plan[1] == 4
 
 

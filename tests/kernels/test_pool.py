@@ -11,6 +11,7 @@ from chokepoint.kernels import engine_numba, pool
 @pytest.fixture
 def empty_pool(monkeypatch):
     monkeypatch.setattr(pool, "_buffers", [])
+    monkeypatch.setattr(pool, "MAX_BYTES", 512 << 20)  # whatever CHOKEPOINT_POOL_BYTES says
     return pool
 
 
@@ -72,14 +73,16 @@ def test_the_pool_keeps_at_most_max_bytes(empty_pool, monkeypatch):
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("0", 0), ("64M", 64 << 20), ("1g", 1 << 30), ("4096", 4096), ("512MB", 512 << 20)])
+    ("0", 0), ("64M", 64 << 20), ("1g", 1 << 30), ("4096", 4096), ("512MB", 512 << 20),
+    ("64MiB", 64 << 20), ("1.5k", 1536)])
 def test_the_size_in_the_environment(monkeypatch, text, expected):
     monkeypatch.setenv("CHOKEPOINT_POOL_BYTES", text)
     assert pool._max_bytes() == expected
 
 
-def test_a_size_that_is_not_one_warns_and_keeps_the_default(monkeypatch):
-    monkeypatch.setenv("CHOKEPOINT_POOL_BYTES", "lots")
+@pytest.mark.parametrize("text", ["lots", "inf", "1e400", "-5", "nanM"])
+def test_a_size_that_is_not_one_warns_and_keeps_the_default(monkeypatch, text):
+    monkeypatch.setenv("CHOKEPOINT_POOL_BYTES", text)
     with pytest.warns(RuntimeWarning, match="CHOKEPOINT_POOL_BYTES"):
         assert pool._max_bytes(123) == 123
 

@@ -236,10 +236,25 @@ static kernel_fn variant_kernel(Slot *slot, PyObject *variant)
     return NULL;
 }
 
+/* An error raised in the chooser's Python: an Exception is cleared (the call is declined, or
+ * its time dropped); anything else (KeyboardInterrupt, SystemExit) stays set, to propagate:
+ * 1 then, else 0. */
+static int keep_error(void)
+{
+    if (!PyErr_Occurred())
+        return 0;
+    if (PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
 /* The end of a period: the chooser decides (slot->decide, as api.call_fast calls it), and this
  * call runs the variant it decided, uncounted; *timed a new reference to the variant where the
  * chooser asked for this call's time (then record it). NULL: decline, before or after the
- * decision (the Python path then decides again). */
+ * decision (the Python path then decides again), or with an error set to propagate
+ * (keep_error). */
 static kernel_fn decide_now(Slot *slot, npy_intp n, PyObject **timed)
 {
     if (slot->decide == NULL || slot->record == NULL)
@@ -258,7 +273,7 @@ static kernel_fn decide_now(Slot *slot, npy_intp n, PyObject **timed)
             *timed = Py_NewRef(variant);
     }
     Py_XDECREF(got);
-    PyErr_Clear();
+    keep_error();
     return fn;
 }
 
@@ -307,7 +322,7 @@ static kernel_fn decided(Native *self, Slot *slot, npy_intp n, PyObject **plan,
 }
 
 /* adaptive.PERIOD_MAX (set_period_max): a plan whose calls have taken this long ends early */
-static double period_max = 0.02;
+static double period_max = 0.01;
 
 /* adds a call's seconds to its plan (see decided); ends the plan's period (no calls left: the
  * next call decides) once its calls have taken period_max seconds */
@@ -343,17 +358,17 @@ static void count(PyObject *plan, double seconds)
 static PyObject *run(Native *self, kernel_fn fn, Slot *slot, PyArrayObject *x,
                      PyArrayObject *a, PyArrayObject *y, npy_intp n);
 
-/* a decided call's time, for the chooser (slot->record); an error there is dropped, as the
- * call's result stands */
-static void record_call(Slot *slot, npy_intp n, PyObject *variant, double seconds)
+/* a decided call's time, for the chooser (slot->record); an Exception there is dropped, as
+ * the call's result stands; -1 where another error must propagate (keep_error) */
+static int record_call(Slot *slot, npy_intp n, PyObject *variant, double seconds)
 {
     PyObject *record = slot->record == NULL ? NULL : Py_NewRef(slot->record);
     if (record == NULL)
-        return;
+        return 0;
     PyObject *got = PyObject_CallFunction(record, "nOd", n, variant, seconds);
     Py_XDECREF(got);
     Py_DECREF(record);
-    PyErr_Clear();
+    return keep_error() ? -1 : 0;
 }
 
 static PyObject *native_call(PyObject *op, PyObject *const *args, size_t nargsf,
@@ -403,34 +418,41 @@ static PyObject *native_call(PyObject *op, PyObject *const *args, size_t nargsf,
             || (self->kind == MASK_BACKWARD && clash(y, a, 0)))
             Py_RETURN_NONE;
     }
+    /* a: grad, or the bits borrowed from the mask: held across the chooser's Python (which
+     * may drop the mask's) and while the GIL is released */
+    Py_INCREF(a);
     PyObject *plan = NULL, *timed = NULL;
     kernel_fn fn = n < serial_below ? slot->fn : decided(self, slot, n, &plan, &timed);
-    if (fn == NULL)
+    if (fn == NULL) {
+        Py_DECREF(a);
+        if (PyErr_Occurred()) /* an interrupt in the chooser (keep_error) */
+            return NULL;
         Py_RETURN_NONE;
+    }
     /* from here the call is taken */
     if (y == NULL) {
         y = (PyArrayObject *)PyArray_SimpleNew(PyArray_NDIM(x), PyArray_DIMS(x), tout);
         if (y == NULL) {
             Py_XDECREF(plan);
             Py_XDECREF(timed);
+            Py_DECREF(a);
             return NULL;
         }
     } else {
         Py_INCREF(y);
     }
-    /* a: grad, or the bits borrowed from the mask: held while the GIL is released */
-    Py_INCREF(a);
-    double start = plan == NULL && timed == NULL ? 0.0 : now();
+    int clocked = plan != NULL || timed != NULL;
+    double start = clocked ? now() : 0.0;
     PyObject *result = run(self, fn, slot, x, a, y, n);
-    double seconds = now() - start;
+    double seconds = clocked ? now() - start : 0.0;
     if (plan != NULL) {
         if (result != NULL)
             count(plan, seconds);
         Py_DECREF(plan);
     }
     if (timed != NULL) {
-        if (result != NULL)
-            record_call(slot, n, timed, seconds);
+        if (result != NULL && record_call(slot, n, timed, seconds) < 0)
+            Py_CLEAR(result);
         Py_DECREF(timed);
     }
     Py_DECREF(a);

@@ -130,7 +130,7 @@ class Chooser:
         :data:`PERIOD` seconds when that is more, makes the choice (:meth:`choose`) and is
         timed; the calls between run the same variant untimed (by the chooser: see
         :meth:`plan`). Choosing and recording cost 3-5 us in Python on a 2-core VM with warm
-        caches, and 30-60 us after a call that streamed megabytes through them. A variant
+        caches, and 15-60 us after a call that streamed megabytes through them. A variant
         run only to be measured (a slower one, re-measured) runs for that one call, or for
         :data:`SAMPLE` calls when it is stale and its calls are short
         (:func:`_explore_calls`): then the next call chooses again.
@@ -224,6 +224,12 @@ class Chooser:
             if variant != best and _retry(figures[variant], figures[best], n, now):
                 return variant, False
         return best, True
+
+    def compiled(self, name, variants: tuple[str, ...], signature: tuple) -> None:
+        """Count the first calls of ``variants`` with ``signature`` too (see :meth:`record`):
+        for kernels compiled before their first call (the C path's cfuncs)."""
+        for variant in variants:
+            self._compiled.add((name, variant, *signature))
 
     def record(self, name, n: int, variant: str, seconds: float,
                signature: tuple = ()) -> None:

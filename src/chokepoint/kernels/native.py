@@ -232,7 +232,7 @@ class Lane:
         with _lane_lock:
             key = (dtype, out_dtype, size)
             if key not in self.planned and self._add(op, dtype, out_dtype, constants, True):
-                decide, record = _chooser_calls(op, ("checked", dtype.char, out_dtype.char))
+                decide, record = _chooser_calls(op, ("native", dtype.char, out_dtype.char))
                 self.native.add_plan(dtype, out_dtype, size, plan, decide, record)
             self.planned.add(key)
 
@@ -243,6 +243,10 @@ def _chooser_calls(op: str, signature: tuple):
     C spares the Python path around the call, which after a call that streamed megabytes
     runs cold: 40-60 us of the 190-640 us a deciding call took on 2e6 elements."""
     from . import engine_numba
+
+    # its own signature: the cfuncs are compiled (or loaded) before their first call, and the
+    # Python path's first calls, which may compile its kernels, stay uncounted
+    engine_numba.chooser.compiled(op, ("serial", "parallel"), signature)
 
     def decide(n: int) -> tuple[str, bool]:
         return engine_numba.chooser.decide(op, n, "parallel")

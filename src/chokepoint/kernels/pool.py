@@ -33,14 +33,17 @@ _SUFFIXES = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
 def _max_bytes(default: int = 512 << 20) -> int:
-    """``CHOKEPOINT_POOL_BYTES`` (bytes, or with a k/M/G suffix), else ``default``."""
-    text = os.environ.get("CHOKEPOINT_POOL_BYTES", "").strip().lower().removesuffix("b")
+    """``CHOKEPOINT_POOL_BYTES`` (bytes, or with a k/M/G suffix: binary, ``MB`` and ``MiB``
+    alike), else ``default``."""
+    text = os.environ.get("CHOKEPOINT_POOL_BYTES", "").strip().lower()
+    text = text.removesuffix("b").removesuffix("i")
     if not text:
         return default
     scale = _SUFFIXES.get(text[-1], 1)
     try:
-        value = int(float(text[:-1] if scale > 1 else text) * scale)
-    except ValueError:
+        number = float(text[:-1] if scale > 1 else text)
+        value = int(number * scale) if math.isfinite(number) else -1
+    except (ValueError, OverflowError):
         value = -1
     if value < 0:
         warnings.warn(f"chokepoint: CHOKEPOINT_POOL_BYTES={os.environ['CHOKEPOINT_POOL_BYTES']!r}"
@@ -59,6 +62,13 @@ _lock = threading.Lock()
 _FREE_REFS = 2
 
 
+def _free(k: int) -> bool:
+    """Whether no array refers to ``_buffers[k]`` (hold ``_lock``). Indexed, never through a
+    loop variable: whether a local holds a reference of its own depends on the Python
+    version (3.14 borrows them)."""
+    return sys.getrefcount(_buffers[k]) == _FREE_REFS
+
+
 def empty(shape: tuple[int, ...], dtype: np.dtype, order: str = "C") -> np.ndarray:
     """``np.empty(shape, dtype, order=order)``, from a free pooled buffer when large."""
     dtype = np.dtype(dtype)
@@ -68,7 +78,7 @@ def empty(shape: tuple[int, ...], dtype: np.dtype, order: str = "C") -> np.ndarr
     with _lock:
         raw = None
         for k in range(len(_buffers)):
-            if _buffers[k].nbytes == nbytes and sys.getrefcount(_buffers[k]) == _FREE_REFS:
+            if _buffers[k].nbytes == nbytes and _free(k):
                 raw = _buffers.pop(k)
                 break
         if raw is None:
@@ -86,15 +96,17 @@ def release() -> int:
     """Drop every kept buffer that no result refers to; the bytes dropped (the memory goes back
     to the operating system once NumPy frees it)."""
     with _lock:
-        free = [b for b in _buffers if sys.getrefcount(b) == _FREE_REFS + 1]  # + the loop's
-        _buffers[:] = [b for b in _buffers if not any(b is f for f in free)]
-    return sum(b.nbytes for b in free)
+        free = [k for k in range(len(_buffers)) if _free(k)]
+        dropped = sum(_buffers[k].nbytes for k in free)
+        for k in reversed(free):
+            del _buffers[k]
+    return dropped
 
 
 def state() -> dict:
     """What the pool keeps now: ``buffers``, ``bytes``, ``in_use`` (buffers a result refers
     to), ``max_bytes`` and ``min_bytes``."""
     with _lock:
-        in_use = sum(sys.getrefcount(b) > _FREE_REFS + 1 for b in _buffers)
+        in_use = sum(not _free(k) for k in range(len(_buffers)))
         return {"buffers": len(_buffers), "bytes": sum(b.nbytes for b in _buffers),
                 "in_use": in_use, "max_bytes": MAX_BYTES, "min_bytes": MIN_BYTES}
