@@ -365,6 +365,15 @@ def test_mid_size_calls_run_the_decided_variant_in_c_and_count_in_the_plan(dtype
     with _c_path_only(monkeypatch), pytest.raises(AssertionError, match="Python path"):
         chokepoint.relu_backward(g, x, out=out)
     assert (out == 7.0).all()
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    plan[:] = ["parallel", 0, 0.0, 0]
+    monkeypatch.setattr(chooser, "decide", interrupted)  # not an Exception: it propagates
+    with _c_path_only(monkeypatch), pytest.raises(KeyboardInterrupt):
+        chokepoint.relu_backward(g, x, out=out)
+    assert (out == 7.0).all()
     monkeypatch.delattr(chooser, "decide")
     # a lane whose table has no plan for the size class (nor a parallel kernel) declines
     lane = native.Lane(native.MAP2)
