@@ -186,7 +186,8 @@ def test_mid_size_calls_run_the_chosen_variant_without_the_launcher(dtype, monke
     # between PARALLEL_MIN and CHECKED_MAX elements the public functions run the chooser's
     # variant themselves, through the checked kernels (which check shapes and overlap):
     # each variant gives the same values as the general path, and the timed calls are
-    # recorded under the checked kernels' own signature (their first call compiles)
+    # recorded under the checked kernels' own signature (their first call compiles), or the
+    # C path's
     if chokepoint.get_backend() != "numba":
         pytest.skip("the fast path is the numba engine's")
     n = engine_numba.PARALLEL_MIN + 13
@@ -229,7 +230,10 @@ def test_mid_size_calls_run_the_chosen_variant_without_the_launcher(dtype, monke
                                       ref.relu_backward(gs, xs))
         assert {(r[0], r[2]) for r in recorded} >= {("relu", "parallel"), ("relu", "serial"),
                                                     ("mask_backward", "parallel")}
-        assert all(r[4][0] == "checked" for r in recorded)
+        # the Python path's under the checked kernels' signature, the C path's (which decides
+        # from C once it has a plan) under its own: its cfuncs are compiled before their calls
+        assert all(r[4][0] in ("checked", "native") for r in recorded)
+        assert any(r[4][0] == "checked" for r in recorded)
     # what the checked kernels refuse goes to the general path: a partial overlap is computed
     # through a buffer, a wrong shape raises and writes nothing
     buffer = np.concatenate([g, np.zeros(1, dtype)])
