@@ -2,10 +2,10 @@
 
 Memory the operating system hands out is zeroed on first touch. A new 80 MB array costs about
 5 ms of page faults against 8 ms for the whole of ``a + b * c`` at 1e7 float64
-(benchmarks/RESULTS.md, "Fusion"), and ``relu_backward(G, X)`` on 3e7 float32 took 21 ms with a
-new result against 10-14 ms into ``out=``: the kernel is as fast, the first touch of 120 MB
-doubles the bytes written. glibc's ``malloc`` keeps freed blocks below 32 MB for the next call,
-but maps (and unmaps) larger ones afresh each time.
+(benchmarks/RESULTS.md, "Fusion"), and ``relu_backward(G, X)`` on 3e7 float32 took 16.9 ms
+with fresh memory against 10.0 ms into ``out=`` (benchmarks/fresh_results.py): the kernel is as
+fast, the first touch of 120 MB doubles the bytes written. glibc's ``malloc`` keeps freed
+blocks below 32 MB for the next call, but maps (and unmaps) larger ones afresh each time.
 
 So the results of the public kernels and of fused functions, when :data:`MIN_BYTES` or larger,
 are views of raw buffers kept here. A buffer is handed out again only when nothing else refers
