@@ -50,7 +50,7 @@ class Cell:
     peer: str
     peer_s: float
     nbytes: int
-    #: the floor's rate (B/s), measured just before the cell (large cells only), else None
+    #: the floor's rate (B/s), timed among the cell's own calls (large cells only), else None
     bandwidth: float | None = None
 
     @property
