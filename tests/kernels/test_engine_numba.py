@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import chokepoint
-from chokepoint.kernels import engine_numba
+from chokepoint.kernels import adaptive, engine_numba
+from chokepoint.kernels.ops import OPS
 
 from . import reference as ref
 
@@ -265,3 +266,72 @@ def test_a_streamed_kernel_then_an_output_that_cannot_stream(monkeypatch):
     for dtype in calls:
         got = chokepoint.relu_grad(x, dtype=dtype)
         assert np.array_equal(got, (x > 0).astype(dtype))
+
+
+_GRAD_OUTPUTS = [np.bool_, np.int8, np.uint8, np.float32, np.float64]
+# each op that streams, on the dtypes it takes (integers only where the op is exact)
+_STREAMED = [(name, dtype) for name, streams in engine_numba._STREAMING_OPS.items() if streams
+             for dtype in (np.float32, np.float64, np.int8, np.int16, np.int64, np.uint32)
+             if OPS[name].integers or np.issubdtype(dtype, np.floating)]
+
+
+@pytest.mark.parametrize(("name", "dtype"), _STREAMED)
+def test_streaming_maps_match_the_serial_kernel_on_every_partial_step(name, dtype):
+    # 16 results per vector step (the op's expression on vectors: _vector_step), written with
+    # non-temporal stores; the serial kernel finishes the last n % 16 (launch's tail). The
+    # serial kernel is the scalar expression the oracle tests check against torch.
+    op = OPS[name]
+    rng = np.random.default_rng(5)
+    assert engine_numba.stream_step(name) == 16
+    constants = {"zero": 0, "slope": 0.25, "lo": -2, "hi": 3}
+    floats = np.issubdtype(dtype, np.floating)
+    for out_dtype in _GRAD_OUTPUTS if name.startswith("relu_grad") else [dtype]:
+        for n in (1, 15, 16, 17, 31, 33, 64 + 5, 1000 + 9):
+            inputs = []
+            for _ in range(op.arity):
+                a = (rng.standard_normal(n) * 5).astype(dtype)
+                a[::5] = 0
+                if floats:
+                    a[1::7], a[2::11], a[3::13], a[4::17] = np.nan, -0.0, -np.inf, 3  # 3: hi
+                    a[6::19] = -2  # lo
+                inputs.append(a)
+            params = tuple(dtype(constants[p]) for p in op.params)
+            out = np.full(n, 7 if out_dtype is not np.bool_ else False, out_dtype)
+            if out.ctypes.data % 16:
+                continue  # the streaming variant runs only on 16-byte aligned outputs
+            want = out.copy()
+            engine_numba.kernel_for(name, "serial")(*inputs, want, *params)
+            args = (*inputs, out, *params)
+            engine_numba.kernel_for(name, "stream")(*args)
+            engine_numba.kernel_for(name, "serial")(*engine_numba._tail(name, args,
+                                                                        n - n % 16))
+            assert np.array_equal(out, want, equal_nan=floats), (n, out_dtype)
+            assert np.array_equal(np.signbit(out), np.signbit(want)), (n, out_dtype)
+
+
+def test_one_byte_outputs_stream_only_where_the_variant_writes_whole_stores():
+    n = engine_numba.STREAM_MIN_BYTES + 16
+    out = np.empty(n, np.uint8)
+    # the maps' 16 lanes make whole 16-byte stores of 1-byte results (relu_grad's uint8)
+    assert engine_numba._streamable(out, (), engine_numba._stream_sizes("relu_grad"))
+    assert engine_numba._streamable(out, (), engine_numba._stream_sizes("relu"))
+    # the mask forward's 8 lanes of 1-byte elements make 8 bytes: plain stores
+    assert not engine_numba._streamable(out, (), engine_numba._stream_sizes("mask_forward"))
+    assert engine_numba.stream_step("mask_backward") == 8
+
+
+def test_a_call_that_can_stream_weighs_stream_parallel_and_serial(monkeypatch, backend):
+    # whether non-temporal stores pay depends on the CPU and the kernel: the chooser measures
+    # all three variants of a call that can stream, and its results are the same from each
+    if backend != "numba":
+        pytest.skip("the variants belong to the numba engine")
+    monkeypatch.setattr(engine_numba, "_stream_maps", True)
+    monkeypatch.setattr(engine_numba, "chooser", adaptive.Chooser())
+    n = engine_numba.STREAM_MIN_BYTES + 13  # 1-byte results: a 13-element tail
+    x = np.linspace(-1, 1, n, dtype=np.float32)
+    x[::9] = np.nan
+    want = ~(x <= 0)
+    for _ in range(14):  # three variants, each timed twice, after its untimed first call
+        assert np.array_equal(chokepoint.relu_grad(x), want.view(np.uint8))
+    ran = {key[2] for key in engine_numba.chooser.figures if key[0] == "relu_grad"}
+    assert ran == {"stream", "parallel", "serial"}

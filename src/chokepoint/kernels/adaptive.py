@@ -12,9 +12,10 @@ faster one, and re-measures the other when its figure is older than :data:`STALE
 :data:`BUDGET` of the time): at most one exploration (a call, or :data:`SAMPLE` short ones) per
 size class every 50 ms or more, so a steady loop pays almost nothing for it, and a machine
 whose load changes is followed within a fraction of a second. The first call of a size class
-runs the engine's default choice. The candidates are the default and serial; a fused kernel
-that can stream has three (streaming, parallel, serial), since whether LLVM vectorises its
-unrolled streaming lanes depends on the expression.
+runs the engine's default choice. The candidates are the default and serial; a call whose
+output can stream has three (streaming, parallel, serial): whether non-temporal stores pay
+depends on the CPU, the kernel and the output, and whether LLVM vectorises a fused kernel's
+unrolled streaming lanes on the expression.
 
 A call's time depends on the variant that ran before it: after serial calls, the input is in
 one core's cache and the thread pool's threads sleep. ``relu_grad`` on 1e5 float32 took 8 us in

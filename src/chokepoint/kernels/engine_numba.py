@@ -141,25 +141,21 @@ def {fname}(x, y, bits, zero):
         bits[n // 8] = byte
 """
 
-# Streaming variants (large outputs): 8 results per iteration, written with non-temporal
-# stores (see _stream8), so the output's cache lines are not read before being overwritten.
-# They cover the first 8 * (n // 8) elements; the serial kernel finishes the tail. Indices are
-# unsigned: a signed index makes numba emit a negative-index wraparound per access, which keeps
-# LLVM from seeing 8 consecutive loads and vectorising them (relu_backward: 24 -> 19.7 ms).
+# Streaming variants (large outputs): 16 results per iteration, one vector step (step16: the
+# op's expression on vectors, see _vector_step), written with 16-byte non-temporal stores, so
+# the output's cache lines are not read before being overwritten; 16 lanes fill whole stores
+# of 1-byte results too (relu_grad's uint8 and bool). They cover the first 16 * (n // 16)
+# elements; the serial kernel finishes the tail. Indices are unsigned: a signed index makes
+# numba emit a negative-index wraparound per access (relu_backward: 24 -> 19.7 ms).
+# 8 scalar lanes per iteration and _stream8, which came before, stayed scalar code: on 3e7
+# float32, leaky_relu and hardtanh streamed at 35-39 GB/s where relu, its lanes a vmaxss
+# each, reached 55 (AMD EPYC); relu_grad's 1-byte results did not stream at all (one 8-byte
+# movnti per 8 results ran 2x slower than the plain parallel kernel).
 _MAP_STREAM = """
 def {fname}({arrays}, out, {params}):
-    for j in prange(out.shape[0] // 8):
-        s = np.uint64(8) * np.uint64(j)
-{lanes}
-        stream8(out, s, r0, r1, r2, r3, r4, r5, r6, r7)
+    for j in prange(out.shape[0] // 16):
+        step16({arrays}, out, np.uint64(16) * np.uint64(j), {params})
 """
-_MAP_LANE = {
-    1: """        v = x[s + np.uint64({k})]
-        r{k} = {expr}""",
-    2: """        v = x[s + np.uint64({k})]
-        g = grad[s + np.uint64({k})]
-        r{k} = {expr}""",
-}
 
 # The streaming mask forward: each whole byte one step of relu8_stream (relu8 with non-temporal
 # stores); the last partial byte is the serial kernel's (launch's tail). A byte loop of scalar
@@ -241,35 +237,45 @@ def _select8_codegen(nontemporal: bool):
         size = context.get_abi_sizeof(element)
         loaded = builder.load(builder.bitcast(src, vector.as_pointer()), align=size)
         i8x8 = ir.VectorType(ir.IntType(8), 8)
-        splat = builder.insert_element(ir.Constant(i8x8, ir.Undefined), byte,
-                                       ir.Constant(ir.IntType(32), 0))
-        splat = builder.shuffle_vector(splat, ir.Constant(i8x8, ir.Undefined),
-                                       ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
-        lanes = builder.and_(splat, ir.Constant(i8x8, [1 << k for k in range(8)]))
+        lanes = builder.and_(_splat(builder, byte, i8x8),
+                             ir.Constant(i8x8, [1 << k for k in range(8)]))
         mask = builder.icmp_unsigned("!=", lanes, ir.Constant(i8x8, [0] * 8))
-        fill = context.cast(builder, zero, zero_t, out_t.dtype)
-        fills = builder.insert_element(ir.Constant(vector, ir.Undefined), fill,
-                                       ir.Constant(ir.IntType(32), 0))
-        fills = builder.shuffle_vector(fills, ir.Constant(vector, ir.Undefined),
-                                       ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
+        fills = _splat(builder, context.cast(builder, zero, zero_t, out_t.dtype), vector)
         _store8(builder, builder.select(mask, loaded, fills), dst, element, size, nontemporal)
         return context.get_dummy_value()
 
     return codegen
 
 
+def _splat(builder, value, vector: ir.VectorType):
+    """``value`` in every lane of ``vector``."""
+    one = builder.insert_element(ir.Constant(vector, ir.Undefined), value,
+                                 ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(one, ir.Constant(vector, ir.Undefined), ir.Constant(
+        ir.VectorType(ir.IntType(32), vector.count), [0] * vector.count))
+
+
+def _compare(builder, dtype, op: str, a, b, nan_passes: bool = False):
+    """``a op b`` lane by lane for numba ``dtype`` values; with ``nan_passes`` a NaN lane
+    compares true (unordered), else false."""
+    if isinstance(dtype, types.Float):
+        return (builder.fcmp_unordered if nan_passes else builder.fcmp_ordered)(op, a, b)
+    return (builder.icmp_signed if dtype.signed else builder.icmp_unsigned)(op, a, b)
+
+
 def _store8(builder, values, dst, element, size: int, nontemporal: bool) -> None:
-    """Store the 8-lane vector ``values`` at ``dst``: one store, or with ``nontemporal``
-    16-byte non-temporal stores, as :func:`_stream8`'s (1-byte elements: 8 bytes, one plain
-    store)."""
-    vector = ir.VectorType(element, 8)
-    if not nontemporal or size * 8 < 16:
+    """Store the vector ``values`` (8 lanes, or 16) at ``dst``: one store, or with
+    ``nontemporal`` 16-byte non-temporal stores, as :func:`_stream8`'s (8 lanes of 1-byte
+    elements: 8 bytes, one plain store)."""
+    lanes = values.type.count
+    vector = ir.VectorType(element, lanes)
+    if not nontemporal or size * lanes < 16:
         builder.store(values, builder.bitcast(dst, vector.as_pointer()), align=size)
         return
     per_store = 16 // size
     part = ir.VectorType(element, per_store)
     metadata = builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)])
-    for first in range(0, 8, per_store):
+    for first in range(0, lanes, per_store):
         piece = builder.shuffle_vector(values, ir.Constant(vector, ir.Undefined),
                                        ir.Constant(ir.VectorType(ir.IntType(32), per_store),
                                                    list(range(first, first + per_store))))
@@ -288,25 +294,95 @@ def _relu8_codegen(at_zero: bool, nontemporal: bool = False):
         src, dst = (cgutils.get_item_pointer(context, builder, t, context.make_array(t)(
             context, builder, a), [index], wraparound=False) for t, a in ((x_t, x), (y_t, y)))
         v = builder.load(builder.bitcast(src, vector.as_pointer()), align=size)
-        fill = context.cast(builder, zero, zero_t, x_t.dtype)
-        zeros = builder.insert_element(ir.Constant(vector, ir.Undefined), fill,
-                                       ir.Constant(ir.IntType(32), 0))
-        zeros = builder.shuffle_vector(zeros, ir.Constant(vector, ir.Undefined),
-                                       ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
+        zeros = _splat(builder, context.cast(builder, zero, zero_t, x_t.dtype), vector)
         # relu: select(v < zero, zero, v) keeps -0.0 and NaN, as OPS["relu"]; the
-        # derivative's bit: logical_not(v <= zero) (or < with at_zero): NaN passes
-        passing = ">=" if at_zero else ">"
-        if isinstance(x_t.dtype, types.Float):
-            below = builder.fcmp_ordered("<", v, zeros)
-            passes = builder.fcmp_unordered(passing, v, zeros)
-        else:  # the integer inputs relu_with_mask takes
-            compare = builder.icmp_signed if x_t.dtype.signed else builder.icmp_unsigned
-            below = compare("<", v, zeros)
-            passes = compare(passing, v, zeros)
+        # derivative's bit: logical_not(v <= zero) (or < with at_zero): NaN passes (the
+        # integer inputs relu_with_mask takes compare signed or unsigned)
+        below = _compare(builder, x_t.dtype, "<", v, zeros)
+        passes = _compare(builder, x_t.dtype, ">=" if at_zero else ">", v, zeros, True)
         _store8(builder, builder.select(below, zeros, v), dst, element, size, nontemporal)
         return builder.bitcast(passes, ir.IntType(8))
 
     return codegen
+
+
+_COMPARISONS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
+                ast.NotEq: "!="}
+_ARITHMETIC = {ast.Mult: ("fmul", "mul"), ast.Add: ("fadd", "add"), ast.Sub: ("fsub", "sub")}
+_LOGICAL = {"select": "select", "logical_not": "not_", "logical_and": "and_"}
+
+
+def _vector_expr(builder, node: ast.AST, values: dict, dtype):
+    """LLVM vector code for the expression ``node`` of a select-only op (see
+    :func:`_select_only`): ``values`` maps each name (v, g, the parameters) to a vector of
+    numba ``dtype``. Each operation means what it does in the scalar kernel: ordered float
+    comparisons (NaN compares false, except ``!=``), selects, and and not on booleans,
+    arithmetic in ``dtype``."""
+    if isinstance(node, ast.Name):
+        return values[node.id]
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        op = _COMPARISONS[type(node.ops[0])]
+        return _compare(builder, dtype, op, _vector_expr(builder, node.left, values, dtype),
+                        _vector_expr(builder, node.comparators[0], values, dtype), op == "!=")
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        name = _ARITHMETIC[type(node.op)][not isinstance(dtype, types.Float)]
+        return getattr(builder, name)(_vector_expr(builder, node.left, values, dtype),
+                                      _vector_expr(builder, node.right, values, dtype))
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in _LOGICAL):
+        args = [_vector_expr(builder, a, values, dtype) for a in node.args]
+        return getattr(builder, _LOGICAL[node.func.id])(*args)
+    raise NotImplementedError(f"no vector step for {ast.unparse(node)!r}")
+
+
+def _vector_step(op) -> Callable:
+    """The streaming variant's step for map ``op``: an intrinsic ``step16(*arrays, out, index,
+    *params)`` that computes ``out[index + k]`` for k < 16 as one vector load per array, the
+    expression on vectors (:func:`_vector_expr`) and 16-byte non-temporal stores (``index`` a
+    multiple of 16, ``out`` 16-byte aligned: :func:`_streamable`). A boolean result (relu_grad)
+    becomes 0 or 1 in ``out``'s dtype."""
+    tree = ast.parse(op.expr, mode="eval").body
+    names = ("g", "v") if op.arity == 2 else ("v",)
+
+    def codegen(context, builder, sig, args):
+        arity = op.arity
+        array_types, out_t = sig.args[:arity], sig.args[arity]
+        index = args[arity + 1]
+        dtype = array_types[-1].dtype  # x's: the computation type (grad's is the same)
+        element = context.get_data_type(dtype)
+        vector = ir.VectorType(element, 16)
+
+        def pointer(t, a):
+            return cgutils.get_item_pointer(context, builder, t, context.make_array(t)(
+                context, builder, a), [index], wraparound=False)
+
+        values = {name: builder.load(builder.bitcast(pointer(t, a), vector.as_pointer()),
+                                     align=context.get_abi_sizeof(element))
+                  for name, t, a in zip(names, array_types, args[:arity], strict=True)}
+        for name, t, value in zip(op.params, sig.args[arity + 2:], args[arity + 2:],
+                                  strict=True):
+            values[name] = _splat(builder, context.cast(builder, value, t, dtype), vector)
+        result = _vector_expr(builder, tree, values, dtype)
+        target = context.get_data_type(out_t.dtype)
+        if result.type.element == ir.IntType(1):  # a 0/1 derivative
+            lanes = ir.VectorType(target, 16)
+            result = (builder.uitofp(result, lanes) if isinstance(out_t.dtype, types.Float)
+                      else builder.zext(result, lanes))
+        elif out_t.dtype != dtype:  # the kernels' callers give out the inputs' dtype
+            raise TypeError(f"{op.name}: no streaming step from {dtype} into {out_t.dtype}")
+        _store8(builder, result, pointer(out_t, args[arity]), target,
+                context.get_abi_sizeof(target), True)
+        return context.get_dummy_value()
+
+    def typer(typingctx, *args):
+        return types.void(*args), codegen
+
+    # numba passes an intrinsic's arguments one by one: a fixed signature (see _noinline)
+    arguments = ", ".join(f"a{k}" for k in range(op.arity + 2 + len(op.params)))
+    namespace = {"typer": typer}
+    exec(f"def step16(typingctx, {arguments}):\n    return typer(typingctx, {arguments})\n",
+         namespace)
+    return intrinsic(namespace["step16"])
 
 
 @intrinsic
@@ -435,10 +511,6 @@ _serial_only = False
 lock_free = False
 
 
-def _lanes(lane: str, **fields: str) -> str:
-    return "\n".join(lane.format(k=k, bit=1 << k, **fields) for k in range(8))
-
-
 def _param_list(op) -> str:
     """The kernel's constant arguments: the op's own parameters, in :attr:`Op.params` order."""
     return ", ".join(op.params)
@@ -464,8 +536,7 @@ def _source(name: str, fname: str, mode: str) -> str:
                 slices=", ".join(f"{a}[s:e]" for a in _ARRAYS[op.arity].split(", ")))
         if stream:
             return _MAP_STREAM.format(fname=fname, arrays=_ARRAYS[op.arity],
-                                      params=_param_list(op),
-                                      lanes=_lanes(_MAP_LANE[op.arity], expr=op.expr))
+                                      params=_param_list(op))
         return _MAP.format(fname=fname, arrays=_ARRAYS[op.arity], loop=loop,
                            params=_param_list(op),
                            loads=_LOADS[op.arity], expr=op.expr)
@@ -507,6 +578,8 @@ def _kernel(name: str, mode: str) -> Callable:
                     namespace["serial"] = _noinline(serial, op.arity + 1 + len(op.params))
                 if body is not None:
                     namespace["body"] = body
+                if mode == "stream" and name in OPS:
+                    namespace["step16"] = _vector_step(OPS[name])
                 # The file name ties numba's on-disk cache to this module: it is invalidated
                 # when this file changes, and each kernel is keyed by its name and bytecode.
                 exec(compile(_source(name, fname, mode), __file__, "exec"), namespace)
@@ -527,18 +600,32 @@ def _chunked(name: str, mode: str) -> bool:
     return mode == "parallel" and name in OPS and not _STREAMING_OPS[name]
 
 
-def _streamable(out: np.ndarray, inputs: tuple = ()) -> bool:
-    """Whether to write ``out`` with non-temporal stores.
+def _streamable(out: np.ndarray, inputs: tuple = (), sizes: tuple = (4, 8)) -> bool:
+    """Whether to write ``out`` with non-temporal stores (its itemsize one of ``sizes``: the
+    ones the kernel's streaming variant writes whole 16-byte stores of, see
+    :func:`stream_step`).
 
     Only for large outputs that are not also one of ``inputs`` (in place): those lines were just
     read into the cache, and streaming them out cost 1.2-3.7x against plain stores on an AMD EPYC
     (benchmarks/stream_variants.py). The mask kernels pass no inputs: they stream in place too,
     because their plain variants are the slower ones there.
     """
-    return (out.nbytes >= STREAM_MIN_BYTES and out.itemsize in (4, 8)
+    return (out.nbytes >= STREAM_MIN_BYTES and out.itemsize in sizes
             and out.ctypes.data % 16 == 0
             and not any(isinstance(a, np.ndarray) and np.may_share_memory(a, out)
                         for a in inputs))
+
+
+def stream_step(name: str) -> int:
+    """How many elements one step of kernel ``name``'s streaming variant writes: the variant
+    covers the first ``n - n % step`` of them, and the serial kernel the rest."""
+    return 16 if name in OPS else 8
+
+
+def _stream_sizes(name: str) -> tuple:
+    """The output itemsizes kernel ``name``'s streaming variant writes whole 16-byte stores
+    of (16 lanes for the maps; the mask kernels' 8 lanes of 1-byte elements make 8 bytes)."""
+    return (1, 2, 4, 8) if name in OPS else (4, 8)
 
 
 _SELECTS = {"select", "logical_not", "logical_and"}
@@ -574,6 +661,10 @@ def apply_tuning(tuned) -> None:
     _stream_masks = bool(tuned.stream_masks)
 
 
+_SERIAL = ("serial",)
+_WITH_PARALLEL = ("parallel", "serial")
+
+
 def launch(name: str, out: np.ndarray, *args) -> None:
     """Run kernel ``name`` over ``args``; ``out`` is the array it writes (the last for masks)."""
     n = out.shape[0]
@@ -584,17 +675,21 @@ def launch(name: str, out: np.ndarray, *args) -> None:
         return
     with _launch_lock:
         inputs = _stream_inputs(name, args)
-        wide = "stream" if inputs is not None and _streamable(out, inputs) else "parallel"
+        wide = ("stream" if inputs is not None and _streamable(out, inputs, _stream_sizes(name))
+                else "parallel")
         # serial or parallel from what the calls took on this machine, now (a busy core makes
-        # a parallel call wait for a time slice): see .adaptive
-        period = chooser.plan(name, n, wide)  # its untimed calls count too (Chooser.plan)
+        # a parallel call wait for a time slice): see .adaptive. A call that can stream also
+        # weighs the plain parallel kernel: whether non-temporal stores pay depends on the CPU,
+        # the kernel and the output (tuning measured one kernel, relu_backward)
+        others = _WITH_PARALLEL if wide == "stream" else _SERIAL
+        period = chooser.plan(name, n, wide, others)  # its untimed calls count too (plan)
         counted = period[1] > 0
-        mode, timed = chooser.decide(name, n, wide)
+        mode, timed = chooser.decide(name, n, wide, others)
         start = time.perf_counter()
         if mode == "stream":
             _kernel(name, "stream")(*args)
-            # the tail of n % 8 elements (the serial kernels take any range)
-            head = n - n % 8
+            # the tail of n % step elements (the serial kernels take any range)
+            head = n - n % stream_step(name)
             if head < n:
                 _kernel(name, "serial")(*_tail(name, args, head))
         else:
