@@ -163,16 +163,23 @@ def test_backend_from_the_environment():
     assert bad.returncode != 0 and "unknown backend 'fortran'" in bad.stderr
 
 
-def test_no_streaming_stores_into_an_output_that_is_also_an_input():
+def test_no_streaming_stores_into_an_output_that_is_also_an_input(monkeypatch):
     # in place, the lines were just read: non-temporal stores cost 1.2-3.7x there (issue 9)
-    from chokepoint.kernels import engine_numba
-
-    n = (engine_numba.STREAM_MIN_BYTES // 8) + 8
+    monkeypatch.setattr(engine_numba, "_stream_maps", True)
+    n = engine_numba.STREAM_MIN_BYTES // 24 + 8  # grad, x and out together: just enough
     g, x, o = np.ones(n), np.ones(n), np.empty(n)
-    assert engine_numba._streamable(o, (g, x))
-    assert not engine_numba._streamable(g, (g, x))
-    assert not engine_numba._streamable(g[:], (g, x))  # a view of an input is the input
-    assert not engine_numba._streamable(o[: n // 2], ())  # too small to stream
+    can = engine_numba.can_stream
+    assert can("relu_backward", (g, x), o)
+    assert can("relu_backward", (g, x), None, np.float64)  # a new output
+    assert not can("relu_backward", (g, x), g)
+    assert not can("relu_backward", (g, x), g[:])  # a view of an input is the input
+    assert not can("relu_backward", (g[:-16], x[:-16]), o[:-16])  # too small to stream
+    assert not can("relu_backward", (g[1:], x[1:]), o[1:])  # out not 16-byte aligned
+    assert not can("gelu_backward", (g, x), o)  # no streaming variant worth running
+    # the mask kernels stream in place too (grad read, and written over)
+    monkeypatch.setattr(engine_numba, "_stream_masks", True)
+    big = np.ones(engine_numba.STREAM_MIN_BYTES // 16 + 8)
+    assert can("mask_backward", (big, np.empty(big.size // 8, np.uint8)), big)
 
 
 def test_only_select_kernels_stream(monkeypatch):
@@ -187,10 +194,11 @@ def test_only_select_kernels_stream(monkeypatch):
     assert engine_numba._STREAMING_OPS["hardtanh"]
     assert not engine_numba._STREAMING_OPS["silu"]
     assert not engine_numba._STREAMING_OPS["gelu_backward"]
-    assert engine_numba._stream_inputs("silu", ()) is None
-    assert engine_numba._stream_inputs("mask_backward", (1, 2, 3)) == ()
+    big = np.ones(engine_numba.STREAM_MIN_BYTES // 8)
+    assert not engine_numba.can_stream("silu", (big,), np.empty_like(big))
+    assert engine_numba.can_stream("mask_backward", (big, big), big)
     monkeypatch.setattr(engine_numba, "_stream_masks", False)
-    assert engine_numba._stream_inputs("mask_backward", (1, 2, 3)) is None
+    assert not engine_numba.can_stream("mask_backward", (big, big), big)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.int64])
@@ -258,14 +266,18 @@ def test_mask_forward_variants_on_every_partial_byte(mode, dtype, name):
 
 def test_a_streamed_kernel_then_an_output_that_cannot_stream(monkeypatch):
     # the chooser repeats a decided variant for the next calls of the same kernel and size:
-    # never the streaming one for a call whose out cannot stream (1-byte elements here)
+    # never the streaming one for a call whose out cannot stream (not 16-byte aligned here)
     monkeypatch.setattr(engine_numba, "_stream_maps", True)
-    n = (engine_numba.STREAM_MIN_BYTES // 4) + 8
+    n = engine_numba.STREAM_MIN_BYTES // 8 + 8
     x = np.linspace(-1, 1, n)
-    calls = [np.float32] * 12 + [np.uint8] * 3  # settled on streaming, then uint8
-    for dtype in calls:
-        got = chokepoint.relu_grad(x, dtype=dtype)
-        assert np.array_equal(got, (x > 0).astype(dtype))
+    unaligned = np.empty(n + 1, np.float32)[1:]
+    assert not engine_numba.can_stream("relu_grad", (x,), unaligned)
+    for _ in range(12):  # settled on streaming
+        got = chokepoint.relu_grad(x, dtype=np.float32)
+        assert np.array_equal(got, (x > 0).astype(np.float32))
+    for _ in range(3):
+        got = chokepoint.relu_grad(x, out=unaligned)
+        assert np.array_equal(got, (x > 0).astype(np.float32))
 
 
 _GRAD_OUTPUTS = [np.bool_, np.int8, np.uint8, np.float32, np.float64]
@@ -309,14 +321,16 @@ def test_streaming_maps_match_the_serial_kernel_on_every_partial_step(name, dtyp
             assert np.array_equal(np.signbit(out), np.signbit(want)), (n, out_dtype)
 
 
-def test_one_byte_outputs_stream_only_where_the_variant_writes_whole_stores():
-    n = engine_numba.STREAM_MIN_BYTES + 16
-    out = np.empty(n, np.uint8)
+def test_one_byte_outputs_stream_only_where_the_variant_writes_whole_stores(monkeypatch):
+    monkeypatch.setattr(engine_numba, "_stream_maps", True)
+    monkeypatch.setattr(engine_numba, "_stream_masks", True)
+    n = engine_numba.STREAM_MIN_BYTES // 2 + 16
+    x, out = np.zeros(n, np.int8), np.empty(n, np.int8)
     # the maps' 16 lanes make whole 16-byte stores of 1-byte results (relu_grad's uint8)
-    assert engine_numba._streamable(out, (), engine_numba._stream_sizes("relu_grad"))
-    assert engine_numba._streamable(out, (), engine_numba._stream_sizes("relu"))
+    assert engine_numba.can_stream("relu_grad", (x,), out.view(np.uint8))
+    assert engine_numba.can_stream("relu", (x,), out)
     # the mask forward's 8 lanes of 1-byte elements make 8 bytes: plain stores
-    assert not engine_numba._streamable(out, (), engine_numba._stream_sizes("mask_forward"))
+    assert not engine_numba.can_stream("mask_forward", (x,), out)
     assert engine_numba.stream_step("mask_backward") == 8
 
 
@@ -327,7 +341,7 @@ def test_a_call_that_can_stream_weighs_stream_parallel_and_serial(monkeypatch, b
         pytest.skip("the variants belong to the numba engine")
     monkeypatch.setattr(engine_numba, "_stream_maps", True)
     monkeypatch.setattr(engine_numba, "chooser", adaptive.Chooser())
-    n = engine_numba.STREAM_MIN_BYTES + 13  # 1-byte results: a 13-element tail
+    n = engine_numba.STREAM_MIN_BYTES // 5 + 13  # float32 in, 1-byte results out
     x = np.linspace(-1, 1, n, dtype=np.float32)
     x[::9] = np.nan
     want = ~(x <= 0)

@@ -350,7 +350,7 @@ def test_mid_size_calls_run_the_decided_variant_in_c_and_count_in_the_plan(dtype
         calls.clear()
         with _c_path_only(monkeypatch):
             assert ref.same(chokepoint.relu_backward(g, x), expected)
-        assert calls[0] == ("decide", "relu_backward", n, "parallel")
+        assert calls[0] == ("decide", "relu_backward", n, "parallel", ("serial",))
         assert plan[2:] == [0.0, 0] and plan[0] in ("parallel", "serial")
         assert len(calls) == 1 or calls[1][:3] == ("record", "relu_backward", n)
         monkeypatch.delattr(chooser, "decide")
@@ -425,6 +425,45 @@ def test_a_period_whose_calls_took_period_max_ends_early(path, monkeypatch):
     finally:
         module.set_period_max(was)
     assert plan[1] == 4
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_mid_size_calls_that_can_stream_have_their_own_plan_in_c(dtype, monkeypatch,
+                                                                  no_period_max):
+    # a map whose arrays outgrow the last-level cache (STREAM_MIN_BYTES, lowered here) may
+    # stream below CHECKED_MAX too: the C path runs the decision of the calls that can
+    # (streaming, parallel or serial), the streaming cfunc finishing the last n % 16 serially,
+    # and in place or into an unaligned out the other plan's variant
+    _numba_only()
+    monkeypatch.setattr(engine_numba, "_stream_maps", True)
+    monkeypatch.setattr(engine_numba, "STREAM_MIN_BYTES", 1)
+    monkeypatch.setattr(engine_numba, "lock_free", True)  # as after a launch under omp/tbb
+    engine_numba.chooser.expire()
+    n = engine_numba.PARALLEL_MIN + 13
+    x, g = _inputs(dtype, (n + 2,))
+    out = np.empty(n + 2, dtype)
+    for _ in range(3):  # the Python path decides, and gives the C path both plans
+        chokepoint.relu_backward(g[:n], x[:n], out=out[:n])
+        inplace = g[:n].copy()
+        chokepoint.relu_backward(inplace, x[:n], out=inplace)
+    streaming = engine_numba.chooser.plan("relu_backward", n, *engine_numba.candidates(True))
+    plain = engine_numba.chooser.plan("relu_backward", n, *engine_numba.candidates(False))
+    expected = ref.relu_backward(g[:n], x[:n])
+    streaming[:] = ["stream", 4, 0.0, 0]
+    plain[:] = ["parallel", 9, 0.0, 0]
+    with _c_path_only(monkeypatch):
+        out[:] = 7
+        chokepoint.relu_backward(g[:n], x[:n], out=out[:n])
+        assert ref.same(out[:n], expected) and out[n] == 7  # nothing past n written
+        assert ref.same(chokepoint.relu_backward(g[:n], x[:n]), expected)  # a new output
+        assert streaming[1:] == [2, streaming[2], 2] and plain[1] == 9
+        inplace = g[:n].copy()
+        assert ref.same(chokepoint.relu_backward(inplace, x[:n], out=inplace), expected)
+        # not 16-byte aligned: the plain plan
+        shifted = out[1:n + 1]
+        assert ref.same(chokepoint.relu_backward(g[1:n + 1], x[1:n + 1], out=shifted),
+                        ref.relu_backward(g[1:n + 1], x[1:n + 1]))
+        assert plain[1] == 7 and streaming[1] == 2
 
 
 def test_a_kernel_that_does_not_compile_leaves_its_calls_to_the_python_path(monkeypatch):

@@ -75,11 +75,15 @@ def test_the_engine_follows_the_choices(isolated_cache):
         engine_numba.apply_tuning(tuning.Tuning(parallel_min=16, stream_maps=False,
                                                 stream_masks=False))
         assert engine_numba.PARALLEL_MIN == 16
-        assert engine_numba._stream_inputs("relu", (x, x)) is None
-        assert engine_numba._stream_inputs("mask_backward", ()) is None
+        big = np.ones(engine_numba.STREAM_MIN_BYTES // 8)
+        assert not engine_numba.streams("relu")
+        assert not engine_numba.can_stream("relu", (big,), np.empty_like(big))
+        assert not engine_numba.can_stream("mask_backward", (big,), big)
         assert np.array_equal(chokepoint.relu(x), expected)  # parallel at 1000 elements now
         engine_numba.apply_tuning(tuning.Tuning(stream_maps=True, stream_masks=True))
-        assert engine_numba._stream_inputs("mask_backward", ()) == ()
+        assert engine_numba.streams("relu")
+        assert engine_numba.can_stream("relu", (big,), np.empty_like(big))
+        assert engine_numba.can_stream("mask_backward", (big,), big)
     finally:
         engine_numba.apply_tuning(tuning.current())
 

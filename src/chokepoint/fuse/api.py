@@ -319,7 +319,7 @@ def _launch(p, masks, out, operands, weak) -> None:
         # measure it against the parallel loop: LLVM leaves some lanes scalar (sqrt: 13.4 ms
         # against 6.9 for 'np.sqrt(a**2 + b**2)' on 1e7 float64), others gain (a + b * c).
         stream = (out.ndim == 1 and not p.transcendental and engine_numba._stream_maps
-                  and engine_numba._streamable(out, tuple(operands)))
+                  and engine_numba._streamable(out, operands, operands))
         wide, others = ("stream", ("parallel", "serial")) if stream else ("parallel", ("serial",))
         # serial when the calls measured it faster (a busy core): the kernels' own chooser
         key = ("fuse", id(p), masks)  # a plan lives as long as its Fused (cached per trace)

@@ -19,6 +19,9 @@
  *     does; parallel only where engine_numba.lock_free says the threading layer needs no
  *     launch lock. At a decision's end it calls the chooser (Chooser.decide, given with the
  *     plan by the Python path), runs the variant decided and records the call if asked to.
+ *     A map whose arrays together reach engine_numba.STREAM_MIN_BYTES (past the last-level
+ *     cache), into an output that is none of its inputs and 16-byte aligned, has its own plan
+ *     and decision, among three variants: streaming (non-temporal stores), parallel, serial.
  * Validation stays in Python: None only ever sends the call there.
  *
  * Kinds (the arguments; every kernel is fn(a, b, c, n, constants)):
@@ -48,9 +51,13 @@ typedef void (*kernel_fn)(void *, void *, void *, int64_t, const double *);
 typedef struct {
     kernel_fn fn;             /* the serial kernel */
     kernel_fn par;            /* the parallel one (mid-size calls), NULL: none yet */
+    kernel_fn str;            /* the streaming one (maps; see can_stream), NULL: none yet */
+    int may_stream;           /* whether the op streams (then calls that can wait for str) */
     double c[MAXC];
     PyObject *plans[SIZES];   /* size class -> the chooser's live decision (Chooser.plan) */
+    PyObject *splans[SIZES];  /* the same for the calls that can stream */
     PyObject *decide;         /* decide(n) -> (variant, timed): the chooser's next decision */
+    PyObject *sdecide;        /* the same for the calls that can stream */
     PyObject *record;         /* record(n, variant, seconds): a timed call's time */
 } Slot;
 
@@ -69,7 +76,7 @@ static int enabled = 1;
 /* the engine in use: the ContextVar of backend.py, its module dict and numba's engine module */
 static PyObject *engine_var = NULL, *backend_dict = NULL, *default_key = NULL,
                 *numba_engine = NULL, *numba_dict = NULL, *lock_free_key = NULL,
-                *parallel_min_key = NULL;
+                *parallel_min_key = NULL, *stream_min_key = NULL;
 /* kernels on at least this many elements run without the GIL (below, releasing and taking it
  * back would cost more than the call) */
 #define GIL_FREE_MIN (1 << 14)
@@ -224,6 +231,47 @@ static npy_intp parallel_min(void)
     return min;
 }
 
+/* engine_numba.STREAM_MIN_BYTES (tests change it); 0 where it cannot be read (then no call
+ * streams here) */
+static npy_intp stream_min(void)
+{
+    PyObject *value = PyDict_GetItemWithError(numba_dict, stream_min_key); /* borrowed */
+    npy_intp min = value != NULL && PyLong_CheckExact(value) ? PyLong_AsSsize_t(value) : 0;
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return min;
+}
+
+/* Whether a mid-size map call can stream (as engine_numba.can_stream): its arrays together at
+ * least stream_min() bytes, and y (NULL: a new output of type tout, checked once made) 16-byte
+ * aligned and overlapping no input; for an op that streams (slot->may_stream). */
+static int can_stream(Native *self, Slot *slot, PyArrayObject *x, PyArrayObject *a,
+                      PyArrayObject *y, int tout, npy_intp n)
+{
+    if (!slot->may_stream || (self->kind != MAP1 && self->kind != MAP2))
+        return 0;
+    npy_intp out_size;
+    if (y == NULL) {
+        PyArray_Descr *descr = PyArray_DescrFromType(tout);
+        if (descr == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        out_size = PyDataType_ELSIZE(descr);
+        Py_DECREF(descr);
+    } else {
+        if (((uintptr_t)PyArray_DATA(y) & 15) || clash(y, x, 0)
+            || (self->kind == MAP2 && clash(y, a, 0)))
+            return 0;
+        out_size = PyArray_ITEMSIZE(y);
+    }
+    npy_intp min = stream_min();
+    npy_intp each = PyArray_ITEMSIZE(x) * (self->kind == MAP2 ? 2 : 1) + out_size;
+    return min > 0 && n >= (min + each - 1) / each;
+}
+
 /* the slot's kernel for a variant the chooser named; NULL: none here */
 static kernel_fn variant_kernel(Slot *slot, PyObject *variant)
 {
@@ -233,6 +281,8 @@ static kernel_fn variant_kernel(Slot *slot, PyObject *variant)
         return slot->fn;
     if (PyUnicode_CompareWithASCIIString(variant, "parallel") == 0)
         return slot->par;
+    if (PyUnicode_CompareWithASCIIString(variant, "stream") == 0)
+        return slot->str;
     return NULL;
 }
 
@@ -255,11 +305,12 @@ static int keep_error(void)
  * chooser asked for this call's time (then record it). NULL: decline, before or after the
  * decision (the Python path then decides again), or with an error set to propagate
  * (keep_error). */
-static kernel_fn decide_now(Slot *slot, npy_intp n, PyObject **timed)
+static kernel_fn decide_now(Slot *slot, npy_intp n, PyObject **timed, int streaming)
 {
-    if (slot->decide == NULL || slot->record == NULL)
+    PyObject *decider = streaming ? slot->sdecide : slot->decide;
+    if (decider == NULL || slot->record == NULL)
         return NULL;
-    PyObject *decide = Py_NewRef(slot->decide); /* held: add_plan may replace it meanwhile */
+    PyObject *decide = Py_NewRef(decider); /* held: add_plan may replace it meanwhile */
     PyObject *size = PyLong_FromSsize_t(n);
     PyObject *got = size == NULL ? NULL : PyObject_CallOneArg(decide, size);
     Py_XDECREF(size);
@@ -283,7 +334,7 @@ static kernel_fn decide_now(Slot *slot, npy_intp n, PyObject **timed)
  * (no parallel kernel yet, or a threading layer that needs the launch lock); *plan a new
  * reference to the plan where the call counts in it, *timed see decide_now. */
 static kernel_fn decided(Native *self, Slot *slot, npy_intp n, PyObject **plan,
-                         PyObject **timed)
+                         PyObject **timed, int streaming)
 {
     *plan = NULL;
     *timed = NULL;
@@ -295,7 +346,10 @@ static kernel_fn decided(Native *self, Slot *slot, npy_intp n, PyObject **plan,
         return NULL;
     }
     int size = 64 - __builtin_clzll((unsigned long long)n);
-    PyObject *live = size < SIZES ? slot->plans[size] : NULL;
+    /* a call that can stream waits (declines) for its kernel and plan: the Python path's
+     * call gives them (api.call_fast) */
+    PyObject *live = size >= SIZES || (streaming && slot->str == NULL) ? NULL
+        : streaming ? slot->splans[size] : slot->plans[size];
     if (live == NULL || PyList_GET_SIZE(live) != 4)
         return NULL;
     PyObject *left = PyList_GET_ITEM(live, 1);
@@ -307,7 +361,7 @@ static kernel_fn decided(Native *self, Slot *slot, npy_intp n, PyObject **plan,
         return NULL;
     }
     if (calls <= 0)
-        return decide_now(slot, n, timed);
+        return decide_now(slot, n, timed, streaming);
     kernel_fn fn = variant_kernel(slot, PyList_GET_ITEM(live, 0));
     if (fn == NULL)
         return NULL;
@@ -422,7 +476,8 @@ static PyObject *native_call(PyObject *op, PyObject *const *args, size_t nargsf,
      * may drop the mask's) and while the GIL is released */
     Py_INCREF(a);
     PyObject *plan = NULL, *timed = NULL;
-    kernel_fn fn = n < serial_below ? slot->fn : decided(self, slot, n, &plan, &timed);
+    kernel_fn fn = n < serial_below ? slot->fn : decided(
+        self, slot, n, &plan, &timed, can_stream(self, slot, x, a, y, tout, n));
     if (fn == NULL) {
         Py_DECREF(a);
         if (PyErr_Occurred()) /* an interrupt in the chooser (keep_error) */
@@ -441,6 +496,8 @@ static PyObject *native_call(PyObject *op, PyObject *const *args, size_t nargsf,
     } else {
         Py_INCREF(y);
     }
+    if (fn == slot->str && ((uintptr_t)PyArray_DATA(y) & 15))
+        fn = slot->par; /* a new output that cannot stream (NumPy aligns them to 16 bytes) */
     int clocked = plan != NULL || timed != NULL;
     double start = clocked ? now() : 0.0;
     PyObject *result = run(self, fn, slot, x, a, y, n);
@@ -551,9 +608,12 @@ static void native_dealloc(Native *self)
             Slot *slot = self->slot[i][j];
             if (slot == NULL)
                 continue;
-            for (int k = 0; k < SIZES; k++)
+            for (int k = 0; k < SIZES; k++) {
                 Py_XDECREF(slot->plans[k]);
+                Py_XDECREF(slot->splans[k]);
+            }
             Py_XDECREF(slot->decide);
+            Py_XDECREF(slot->sdecide);
             Py_XDECREF(slot->record);
             PyMem_Free(slot);
         }
@@ -609,19 +669,21 @@ static kernel_fn address_of(PyObject *cfunc, PyObject *keep_list)
     return (kernel_fn)(uintptr_t)value;
 }
 
-PyDoc_STRVAR(add_doc, "add(in_dtype, out_dtype, serial, parallel, constants, fresh)\n\n"
+PyDoc_STRVAR(add_doc, "add(in_dtype, out_dtype, serial, parallel, constants, fresh, "
+             "stream=None)\n\n"
              "The kernels (numba cfuncs) for these dtypes: the serial one below PARALLEL_MIN "
              "elements, and to mid_max the one the chooser decided (see add_plan; parallel "
-             "None: none yet, or the one given before); with these "
+             "or stream None: none yet, or the one given before; stream True: the op streams, "
+             "its kernel to come, so the calls that can stream decline until then); with these "
              "constants (floats, at most 8). fresh: write a new output of out_dtype when out "
              "is None.");
 
 static PyObject *native_add(Native *self, PyObject *args)
 {
-    PyObject *in_dtype, *out_dtype, *serial, *parallel, *constants;
+    PyObject *in_dtype, *out_dtype, *serial, *parallel, *constants, *stream = Py_None;
     int fresh;
-    if (!PyArg_ParseTuple(args, "OOOOOp", &in_dtype, &out_dtype, &serial, &parallel,
-                          &constants, &fresh))
+    if (!PyArg_ParseTuple(args, "OOOOOp|O", &in_dtype, &out_dtype, &serial, &parallel,
+                          &constants, &fresh, &stream))
         return NULL;
     PyObject *seq = PySequence_Fast(constants, "Native.add: constants must be a sequence");
     if (seq == NULL)
@@ -650,6 +712,15 @@ static PyObject *native_add(Native *self, PyObject *args)
             return NULL;
         slot->par = par;
     }
+    if (stream == Py_True) {
+        slot->may_stream = 1;
+    } else if (stream != Py_None) {
+        kernel_fn str = address_of(stream, self->keep);
+        if (str == NULL)
+            return NULL;
+        slot->str = str;
+        slot->may_stream = 1;
+    }
     memcpy(slot->c, c, sizeof(c));
     slot->fn = fn;
     if (fresh)
@@ -657,19 +728,20 @@ static PyObject *native_add(Native *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(add_plan_doc, "add_plan(in_dtype, out_dtype, size, plan, decide, record)\n\n"
+PyDoc_STRVAR(add_plan_doc, "add_plan(in_dtype, out_dtype, size, plan, decide, record, "
+             "stream=False)\n\n"
              "The chooser's live decision (Chooser.plan: [variant, calls left, seconds, "
              "calls]) for the calls of size class size (n.bit_length()); decide(n) -> "
              "(variant, timed) makes the next one when no call is left, and record(n, "
              "variant, seconds) takes a timed call's time (None, None: the Python path "
-             "decides).");
+             "decides). stream: the plan and decide of the calls that can stream.");
 
 static PyObject *native_add_plan(Native *self, PyObject *args)
 {
     PyObject *in_dtype, *out_dtype, *plan, *decide = Py_None, *record = Py_None;
-    int size;
-    if (!PyArg_ParseTuple(args, "OOiO!|OO", &in_dtype, &out_dtype, &size, &PyList_Type, &plan,
-                          &decide, &record))
+    int size, stream = 0;
+    if (!PyArg_ParseTuple(args, "OOiO!|OOp", &in_dtype, &out_dtype, &size, &PyList_Type, &plan,
+                          &decide, &record, &stream))
         return NULL;
     if (size < 0 || size >= SIZES || PyList_GET_SIZE(plan) != 4) {
         PyErr_SetString(PyExc_ValueError, "Native.add_plan: bad size class or plan");
@@ -684,8 +756,9 @@ static PyObject *native_add_plan(Native *self, PyObject *args)
     Slot *slot = slot_for(self, in_dtype, out_dtype);
     if (slot == NULL)
         return NULL;
-    Py_XSETREF(slot->plans[size], Py_NewRef(plan));
-    Py_XSETREF(slot->decide, decide == Py_None ? NULL : Py_NewRef(decide));
+    Py_XSETREF(*(stream ? &slot->splans[size] : &slot->plans[size]), Py_NewRef(plan));
+    Py_XSETREF(*(stream ? &slot->sdecide : &slot->decide),
+               decide == Py_None ? NULL : Py_NewRef(decide));
     Py_XSETREF(slot->record, record == Py_None ? NULL : Py_NewRef(record));
     Py_RETURN_NONE;
 }
@@ -713,10 +786,10 @@ static PyTypeObject NativeType = {
 static PyObject *configure(PyObject *module, PyObject *args)
 {
     (void)module;
-    PyObject *var, *dict, *key, *numba, *mask, *lock_free, *parallel_min_name;
-    if (!PyArg_ParseTuple(args, "O!O!UO!O!UU", &PyContextVar_Type, &var, &PyDict_Type, &dict,
+    PyObject *var, *dict, *key, *numba, *mask, *lock_free, *parallel_min_name, *stream_min_name;
+    if (!PyArg_ParseTuple(args, "O!O!UO!O!UUU", &PyContextVar_Type, &var, &PyDict_Type, &dict,
                           &key, &PyModule_Type, &numba, &PyType_Type, &mask, &lock_free,
-                          &parallel_min_name))
+                          &parallel_min_name, &stream_min_name))
         return NULL;
     /* everything checked before anything changes: a failed call leaves the old state */
     Py_ssize_t offsets[3];
@@ -744,6 +817,7 @@ static PyObject *configure(PyObject *module, PyObject *args)
     Py_XSETREF(numba_dict, Py_NewRef(PyModule_GetDict(numba)));
     Py_XSETREF(lock_free_key, Py_NewRef(lock_free));
     Py_XSETREF(parallel_min_key, Py_NewRef(parallel_min_name));
+    Py_XSETREF(stream_min_key, Py_NewRef(stream_min_name));
     Py_XSETREF(engine_var, Py_NewRef(var));
     Py_XSETREF(backend_dict, Py_NewRef(dict));
     Py_XSETREF(default_key, Py_NewRef(key));
@@ -780,9 +854,10 @@ static PyObject *set_period_max(PyObject *module, PyObject *seconds)
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(engine_var, backend_dict, default_key, numba_engine, mask_type, lock_free, "
-     "parallel_min): how to tell that numba's engine is in use, the names of its globals "
-     "that say whether its threading layer needs no launch lock and below what size the "
-     "serial kernel runs, and the type of the masks."},
+     "parallel_min, stream_min): how to tell that numba's engine is in use, the names of its "
+     "globals that say whether its threading layer needs no launch lock, below what size the "
+     "serial kernel runs and from how many bytes of arrays a map may stream, and the type of "
+     "the masks."},
     {"set_enabled", set_enabled, METH_O,
      "set_enabled(flag) -> the previous flag: whether Native objects take any call."},
     {"set_period_max", set_period_max, METH_O,

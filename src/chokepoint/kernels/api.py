@@ -337,7 +337,7 @@ class FastEntry:
     """What a public function keeps per dtype (and parameter values) to run its common calls
     itself (:func:`call_fast`): the op, its checked kernels, its constants, the engine."""
 
-    __slots__ = ("constants", "engine", "lane", "op", "parallel", "plans", "serial")
+    __slots__ = ("constants", "engine", "lane", "op", "parallel", "plans", "serial", "streams")
 
     def __init__(self, op: str, serial, constants: tuple, engine, lane: Lane | None = None
                  ) -> None:
@@ -349,6 +349,8 @@ class FastEntry:
         self.engine = engine
         #: size class (n.bit_length()) -> the chooser's live decision for it (Chooser.plan)
         self.plans: dict[int, list] = {}
+        #: whether its calls may stream (a map: the C path streams maps only)
+        self.streams = op in OPS
 
     def made_parallel(self):
         """The checked parallel kernel, compiled (or loaded) on its first call."""
@@ -412,6 +414,14 @@ def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tupl
             lane.add(entry.op, x.dtype, dtype, entry.constants)
     elif n < numba_engine.CHECKED_MAX and numba_engine.lock_free:
         size = n.bit_length()
+        if entry.streams and numba_engine.can_stream(entry.op, arrays, out, dtype):
+            # the launcher streams it (the checked kernels do not); the C path takes the
+            # calls after it, by the plan that weighs streaming (see native.Lane.add_plan)
+            lane = entry.lane
+            if lane is not None and (x.dtype, dtype, size, True) not in lane.planned:
+                plan = numba_engine.chooser.plan(entry.op, n, *numba_engine.candidates(True))
+                lane.add_plan(entry.op, x.dtype, dtype, entry.constants, size, plan, True)
+            return AGAIN
         plan = entry.plans.get(size)
         if plan is None:
             plan = entry.plans[size] = numba_engine.plan(entry.op, n)
@@ -422,7 +432,7 @@ def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tupl
         else:
             variant, timed = numba_engine.chooser.decide(entry.op, n, "parallel")
         lane = entry.lane  # the C path runs the decided calls once it has the plan
-        if lane is not None and (x.dtype, dtype, size) not in lane.planned:
+        if lane is not None and (x.dtype, dtype, size, False) not in lane.planned:
             lane.add_plan(entry.op, x.dtype, dtype, entry.constants, size, plan)
         kernel = entry.serial if variant == "serial" else entry.parallel or entry.made_parallel()
     else:

@@ -47,13 +47,18 @@ __all__ = [
     "CHECKED_MAX",
     "NAME",
     "PARALLEL_MIN",
+    "STREAM_MIN_BYTES",
     "binary",
+    "can_stream",
+    "candidates",
     "kernel_for",
     "launch",
     "mask_backward",
     "mask_forward",
     "native_kernel",
     "plan",
+    "stream_step",
+    "streams",
     "unary",
 ]
 
@@ -66,12 +71,17 @@ NAME = "numba"
 DEPENDENCIES = hashlib.sha1(b"".join(Path(m.__file__).read_bytes()
                                      for m in (vecmath, vocabulary, _ops))).hexdigest()[:12]
 PARALLEL_MIN = 1 << 16
-#: Outputs at least this large are written with non-temporal stores: they would not stay in
-#: the cache anyway, and streaming skips reading each line before overwriting it.
-STREAM_MIN_BYTES = 16 << 20
-#: Below this many elements no output can stream (8 bytes an element at most), and the fast
-#: path runs the chooser's decided variant itself (:func:`plan`).
-CHECKED_MAX = STREAM_MIN_BYTES // 8
+#: A call whose arrays together take at least this many bytes (the last-level cache's size)
+#: may write its output with non-temporal stores (:func:`can_stream`): they would not stay in
+#: the cache anyway, and streaming skips reading each output line before overwriting it. The
+#: chooser weighs the streaming variant against the plain ones (:func:`launch`). relu_backward
+#: on 2e6 float64 (48 MB, an L3 of 32 MiB) streamed in 444 us against 523 for plain stores; relu
+#: on the same (32 MB, which fits) 1.36x slower. Until the eleventh session the rule was an
+#: output of 16 MiB, which left that relu_backward to plain stores.
+STREAM_MIN_BYTES = _tuning.last_level_cache_bytes()
+#: Up to this many elements the fast path (and the C path) runs the chooser's decided variant
+#: itself (:func:`plan`), with the checked kernels (the C path's streaming cfunc aside).
+CHECKED_MAX = (16 << 20) // 8
 
 # An elementwise map over one array (x) or two (grad, x); the lanes load what the op reads.
 _MAP = """
@@ -339,7 +349,7 @@ def _vector_step(op) -> Callable:
     """The streaming variant's step for map ``op``: an intrinsic ``step16(*arrays, out, index,
     *params)`` that computes ``out[index + k]`` for k < 16 as one vector load per array, the
     expression on vectors (:func:`_vector_expr`) and 16-byte non-temporal stores (``index`` a
-    multiple of 16, ``out`` 16-byte aligned: :func:`_streamable`). A boolean result (relu_grad)
+    multiple of 16, ``out`` 16-byte aligned: :func:`can_stream`). A boolean result (relu_grad)
     becomes 0 or 1 in ``out``'s dtype."""
     tree = ast.parse(op.expr, mode="eval").body
     names = ("g", "v") if op.arity == 2 else ("v",)
@@ -402,7 +412,7 @@ def _relu8_at_zero(typingctx, x, y, index, zero):
 @intrinsic
 def _relu8_stream(typingctx, x, y, index, zero):
     """:func:`_relu8` with 16-byte non-temporal stores (``y`` 16-byte aligned, as
-    :func:`_streamable` checks)."""
+    :func:`can_stream` checks)."""
     return types.uint8(x, y, index, zero), _relu8_codegen(False, True)
 
 
@@ -422,7 +432,7 @@ def _select8(typingctx, grad, byte, out, index, zero):
 @intrinsic
 def _select8_stream(typingctx, grad, byte, out, index, zero):
     """:func:`_select8` with 16-byte non-temporal stores (``out`` 16-byte aligned, as
-    :func:`_streamable` checks)."""
+    :func:`can_stream` checks)."""
     return types.void(grad, byte, out, index, zero), _select8_codegen(True)
 
 
@@ -431,7 +441,7 @@ def _stream8(typingctx, arr, index, v0, v1, v2, v3, v4, v5, v6, v7):
     """Store v0..v7 at arr[index:index + 8] with 16-byte non-temporal stores.
 
     16-byte stores need only 16-byte alignment, which NumPy's allocator gives every array;
-    callers check the address (:func:`_streamable`). Four (float64) or two (float32) stores fill
+    callers check the address (:func:`can_stream`). Four (float64) or two (float32) stores fill
     consecutive parts of a cache line, which the CPU's write-combining buffers merge.
     """
     def codegen(context, builder, sig, args):
@@ -600,20 +610,55 @@ def _chunked(name: str, mode: str) -> bool:
     return mode == "parallel" and name in OPS and not _STREAMING_OPS[name]
 
 
-def _streamable(out: np.ndarray, inputs: tuple = (), sizes: tuple = (4, 8)) -> bool:
-    """Whether to write ``out`` with non-temporal stores (its itemsize one of ``sizes``: the
-    ones the kernel's streaming variant writes whole 16-byte stores of, see
-    :func:`stream_step`).
+def streams(name: str) -> bool:
+    """Whether map ``name`` has a streaming variant worth running here (see
+    :func:`can_stream`)."""
+    return name in OPS and _stream_maps and _STREAMING_OPS[name]
 
-    Only for large outputs that are not also one of ``inputs`` (in place): those lines were just
-    read into the cache, and streaming them out cost 1.2-3.7x against plain stores on an AMD EPYC
-    (benchmarks/stream_variants.py). The mask kernels pass no inputs: they stream in place too,
-    because their plain variants are the slower ones there.
+
+def can_stream(name: str, inputs: tuple, out: np.ndarray | None, out_dtype=None) -> bool:
+    """Whether kernel ``name``'s call on ``inputs`` (the arrays it reads) may write ``out``
+    with non-temporal stores (None: a new array of ``out_dtype``, which NumPy aligns).
+
+    Where the op has a streaming variant worth running (:func:`_select_only`, and the tuning
+    found streaming faster on this machine: :mod:`.tuning`), the arrays together take at
+    least :data:`STREAM_MIN_BYTES`, ``out``'s itemsize is one the variant writes whole 16-byte
+    stores of, and ``out`` is 16-byte aligned. A map's ``out`` must not be one of its inputs
+    (in place): those lines were just read into the cache, and streaming them out cost
+    1.2-3.7x against plain stores on an AMD EPYC (benchmarks/stream_variants.py). The mask
+    kernels stream in place too, because their plain variants are the slower ones there.
     """
-    return (out.nbytes >= STREAM_MIN_BYTES and out.itemsize in sizes
-            and out.ctypes.data % 16 == 0
+    if name in OPS:
+        if not streams(name):
+            return False
+        apart = inputs
+    elif not _stream_masks:
+        return False
+    else:
+        apart = ()
+    if out is not None:
+        return _streamable(out, inputs, apart, _stream_sizes(name))
+    itemsize = np.dtype(out_dtype).itemsize  # a new array: NumPy aligns it
+    return (itemsize in _stream_sizes(name)
+            and sum(a.nbytes for a in inputs) + inputs[0].size * itemsize >= STREAM_MIN_BYTES)
+
+
+def _streamable(out: np.ndarray, inputs, apart, sizes: tuple = (4, 8)) -> bool:
+    """Whether ``out`` can take non-temporal stores: its itemsize one of ``sizes``, 16-byte
+    aligned, sharing no memory with the arrays in ``apart``, and with the arrays in
+    ``inputs`` at least :data:`STREAM_MIN_BYTES` (see :func:`can_stream`)."""
+    arrays = [a for a in inputs if isinstance(a, np.ndarray)]
+    return (out.itemsize in sizes and out.ctypes.data % 16 == 0
+            and out.nbytes + sum(a.nbytes for a in arrays) >= STREAM_MIN_BYTES
             and not any(isinstance(a, np.ndarray) and np.may_share_memory(a, out)
-                        for a in inputs))
+                        for a in apart))
+
+
+def candidates(stream: bool) -> tuple[str, tuple[str, ...]]:
+    """The chooser's candidates (default, others) for a call: one that can stream weighs the
+    plain parallel kernel beside the streaming one, since whether non-temporal stores pay
+    depends on the CPU, the kernel and the output (the tuning measured one kernel)."""
+    return ("stream", _WITH_PARALLEL) if stream else ("parallel", _SERIAL)
 
 
 def stream_step(name: str) -> int:
@@ -644,13 +689,13 @@ def _select_only(name: str) -> bool:
     return calls <= _SELECTS
 
 
-def _stream_inputs(name: str, args: tuple) -> tuple | None:
-    """The inputs that ``out`` must not share memory with to stream, or None: never stream
-    (the op has no streaming variant worth running, or streaming did not measure faster on
-    this machine: :mod:`.tuning`)."""
-    if name not in OPS:
-        return () if _stream_masks else None  # the mask kernels
-    return args[:OPS[name].arity] if _stream_maps and _STREAMING_OPS.get(name) else None
+def _inputs(name: str, args: tuple) -> tuple:
+    """The arrays kernel ``name`` reads, from its arguments (see :func:`launch`)."""
+    if name in OPS:
+        return args[:OPS[name].arity]
+    if name == "mask_backward":
+        return args[:2]  # grad, bits
+    return args[:1]  # the mask forward's x
 
 
 def apply_tuning(tuned) -> None:
@@ -674,14 +719,9 @@ def launch(name: str, out: np.ndarray, *args) -> None:
         _kernel(name, "serial")(*args)
         return
     with _launch_lock:
-        inputs = _stream_inputs(name, args)
-        wide = ("stream" if inputs is not None and _streamable(out, inputs, _stream_sizes(name))
-                else "parallel")
-        # serial or parallel from what the calls took on this machine, now (a busy core makes
-        # a parallel call wait for a time slice): see .adaptive. A call that can stream also
-        # weighs the plain parallel kernel: whether non-temporal stores pay depends on the CPU,
-        # the kernel and the output (tuning measured one kernel, relu_backward)
-        others = _WITH_PARALLEL if wide == "stream" else _SERIAL
+        # serial, parallel or streaming from what the calls took on this machine, now (a busy
+        # core makes a parallel call wait for a time slice): see .adaptive and candidates
+        wide, others = candidates(can_stream(name, _inputs(name, args), out))
         period = chooser.plan(name, n, wide, others)  # its untimed calls count too (plan)
         counted = period[1] > 0
         mode, timed = chooser.decide(name, n, wide, others)
@@ -738,31 +778,47 @@ def {fname}(a, b, c, n, k):
     constants = carray(k, (8,))
     body({arrays}{constants})
 """
+# the streaming cfunc (maps): the streaming kernel's whole steps, then the serial kernel's tail
+_NATIVE_STREAM = """
+def {fname}(a, b, c, n, k):
+    constants = carray(k, (8,))
+    {names} = {arrays}
+    head = n - n % {step}
+    body({names}{constants})
+    serial({tails}{constants})
+"""
 NATIVE_SIGNATURE = types.void(types.voidptr, types.voidptr, types.voidptr, types.int64,
                               types.CPointer(types.float64))
 _natives: dict[tuple, object] = {}
 
 
-def native_kernel(name: str, dtype: np.dtype, out_dtype: np.dtype, parallel: bool = False):
-    """Kernel ``name``'s serial loop (or its parallel variant) as a numba ``cfunc`` for the C
-    path (see :mod:`.native`): ``fn(a, b, c, n, constants)`` on ``dtype`` inputs and an
-    ``out_dtype`` output; its ``address`` goes in a ``Native`` table. The constants are
+def native_kernel(name: str, dtype: np.dtype, out_dtype: np.dtype, mode: str = "serial"):
+    """Kernel ``name``'s serial loop (or its ``mode`` variant: ``"parallel"``, or for the maps
+    ``"stream"``, which finishes the last ``n % 16`` elements serially) as a numba ``cfunc``
+    for the C path (see :mod:`.native`): ``fn(a, b, c, n, constants)`` on ``dtype`` inputs and
+    an ``out_dtype`` output; its ``address`` goes in a ``Native`` table. The constants are
     ``OPS[name].params`` (the mask kernels': zero)."""
-    mode = "parallel" if parallel else "serial"
     key = (name, mode, dtype.str, out_dtype.str)
     kernel = _natives.get(key)
     if kernel is not None:
         return kernel
-    body = _kernel(name, mode)  # the serial or parallel loop the cfunc calls
+    body = _kernel(name, mode)  # the loop the cfunc calls
     if name in OPS:
         arrays, count = _NATIVE_ARRAYS[OPS[name].arity], len(OPS[name].params)
     else:
         arrays, count = _NATIVE_ARRAYS[name.replace("_at_zero", "")], 1
     fname = f"_{name}_native_{mode}_{dtype.str[1:]}_{out_dtype.str[1:]}_{DEPENDENCIES}"
-    source = _NATIVE.format(fname=fname, arrays=", ".join(arrays), constants="".join(
-        f", T(constants[{i}])" for i in range(count)))
+    constants = "".join(f", T(constants[{i}])" for i in range(count))
     namespace = dict(_NATIVE_SPACE, body=body, IN=dtype.type, OUT=out_dtype.type,
                      T=dtype.type)
+    if mode == "stream":
+        names = ["g", "x", "o"][-len(arrays):]
+        source = _NATIVE_STREAM.format(
+            fname=fname, names=", ".join(names), arrays=", ".join(arrays), constants=constants,
+            step=stream_step(name), tails=", ".join(f"{a}[head:]" for a in names))
+        namespace["serial"] = _kernel(name, "serial")
+    else:
+        source = _NATIVE.format(fname=fname, arrays=", ".join(arrays), constants=constants)
     with _compile_lock:
         kernel = _natives.get(key)
         if kernel is None:

@@ -144,7 +144,7 @@ def _built() -> ModuleType:
     from .mask import PackedMask
 
     module.configure(backend._context, vars(backend), "_default_engine", engine_numba,
-                     PackedMask, "lock_free", "PARALLEL_MIN")
+                     PackedMask, "lock_free", "PARALLEL_MIN", "STREAM_MIN_BYTES")
     module.set_period_max(adaptive.PERIOD_MAX)
     return module
 
@@ -174,7 +174,7 @@ class Lane:
         :data:`MASK_FORWARD`: the masks' ``at_zero``.
     """
 
-    __slots__ = ("added", "at_zero", "fresh", "kind", "native", "parallel", "planned")
+    __slots__ = ("added", "at_zero", "fresh", "kind", "native", "planned", "variants")
 
     def __init__(self, kind: int, fresh: np.dtype | None = None, at_zero: int = 0) -> None:
         self.kind = kind
@@ -182,8 +182,10 @@ class Lane:
         self.at_zero = at_zero
         self.native = None
         self.added: set[tuple] = set()  # the (input, output) dtypes tried
-        self.planned: set[tuple] = set()  # the (input, output, size class) plans given
-        self.parallel: dict[tuple, bool] = {}  # (input, output) -> its parallel kernel is in
+        #: the (input, output, size class, streaming) plans given
+        self.planned: set[tuple] = set()
+        #: (input, output) -> variant ("parallel", "stream") -> whether its kernel is in
+        self.variants: dict[tuple, dict[str, bool]] = {}
 
     def add(self, op: str, dtype: np.dtype, out_dtype: np.dtype, constants: tuple) -> None:
         """Run op's serial kernel here on small calls of ``dtype`` inputs into ``out_dtype``
@@ -191,16 +193,16 @@ class Lane:
         with _lane_lock:
             self._add(op, dtype, out_dtype, constants)
 
-    def _add(self, op, dtype, out_dtype, constants, parallel: bool = False) -> bool:
-        """Put op's serial kernel for these dtypes in the table (and with ``parallel`` its
-        parallel one: only mid-size calls need it, so small ones do not compile it); whether
-        the table has them. Hold ``_lane_lock``."""
+    def _add(self, op, dtype, out_dtype, constants, wanted: tuple = ()) -> bool:
+        """Put op's serial kernel for these dtypes in the table, and the variants in
+        ``wanted`` (``"parallel"``, ``"stream"``: only mid-size calls need them, so small ones
+        do not compile them); whether the table has them all. Hold ``_lane_lock``."""
         key = (dtype, out_dtype)
-        if key in self.added and (not parallel or key in self.parallel):
-            return self.native is not None and (not parallel or self.parallel[key])
+        made = self.variants.setdefault(key, {})
+        missing = tuple(v for v in wanted if v not in made)
+        if key in self.added and not missing:
+            return self.native is not None and all(made[v] for v in wanted)
         self.added.add(key)
-        if parallel:
-            self.parallel[key] = False
         module = load()
         if module is None:
             return False
@@ -208,48 +210,58 @@ class Lane:
 
         try:
             serial = engine.native_kernel(op, dtype, out_dtype)
-            made = engine.native_kernel(op, dtype, out_dtype, parallel=True) if parallel else None
+            variants = {v: engine.native_kernel(op, dtype, out_dtype, mode=v) for v in missing}
             native = self.native
             if native is None:
                 native = module.Native(self.kind, engine.CHECKED_MAX - 1, self.at_zero)
             fresh = out_dtype == (dtype if self.fresh is None else self.fresh)
-            native.add(dtype, out_dtype, serial, made, [float(c) for c in constants], fresh)
+            # the op streams: the calls that can stream wait for their kernel (True), so
+            # that the Python path's call gives it (api.call_fast)
+            stream = variants.get("stream") or (True if engine.streams(op) else None)
+            native.add(dtype, out_dtype, serial, variants.get("parallel"),
+                       [float(c) for c in constants], fresh, stream)
         except Exception as exc:  # the Python path still runs the call: say why, once
             warnings.warn(f"chokepoint: {op} on {dtype} stays on the Python path: its C path "
                           f"kernel did not compile ({type(exc).__name__}: {exc})",
                           RuntimeWarning, stacklevel=3)
-            self.parallel[key] = False  # not tried again, for either variant
+            made.update(parallel=False, stream=False)  # not tried again, for any variant
             return False
-        if parallel:
-            self.parallel[key] = True
+        made.update(dict.fromkeys(missing, True))
         self.native = native  # published once it has its kernels
-        return True
+        return all(made[v] for v in wanted)
 
     def add_plan(self, op: str, dtype: np.dtype, out_dtype: np.dtype, constants: tuple,
-                 size: int, plan: list) -> None:
+                 size: int, plan: list, stream: bool = False) -> None:
         """Run the mid-size calls of size class ``size`` here, by the chooser's live decision
-        ``plan`` (:meth:`.Chooser.plan`), while it has calls left."""
+        ``plan`` (:meth:`.Chooser.plan`), while it has calls left; with ``stream``, the calls
+        that can stream (:func:`.engine_numba.can_stream`), whose plan weighs the streaming
+        kernel too."""
         with _lane_lock:
-            key = (dtype, out_dtype, size)
-            if key not in self.planned and self._add(op, dtype, out_dtype, constants, True):
-                decide, record = _chooser_calls(op, ("native", dtype.char, out_dtype.char))
-                self.native.add_plan(dtype, out_dtype, size, plan, decide, record)
+            key = (dtype, out_dtype, size, stream)
+            wanted = ("parallel", "stream") if stream else ("parallel",)
+            if key not in self.planned and self._add(op, dtype, out_dtype, constants, wanted):
+                decide, record = _chooser_calls(op, ("native", dtype.char, out_dtype.char),
+                                                stream)
+                self.native.add_plan(dtype, out_dtype, size, plan, decide, record, stream)
             self.planned.add(key)
 
 
-def _chooser_calls(op: str, signature: tuple):
+def _chooser_calls(op: str, signature: tuple, stream: bool = False):
     """The C path's calls into the chooser at the end of a period, as api.call_fast makes
     them: ``decide(n) -> (variant, timed)`` and ``record(n, variant, seconds)``. Deciding in
     C spares the Python path around the call, which after a call that streamed megabytes
-    runs cold: 40-60 us of the 190-640 us a deciding call took on 2e6 elements."""
+    runs cold: 40-60 us of the 190-640 us a deciding call took on 2e6 elements. With
+    ``stream``, the decisions of the calls that can stream (three candidates, as
+    :func:`.engine_numba.launch` weighs them)."""
     from . import engine_numba
 
     # its own signature: the cfuncs are compiled (or loaded) before their first call, and the
     # Python path's first calls, which may compile its kernels, stay uncounted
-    engine_numba.chooser.compiled(op, ("serial", "parallel"), signature)
+    engine_numba.chooser.compiled(op, ("serial", "parallel", "stream"), signature)
+    default, others = engine_numba.candidates(stream)
 
     def decide(n: int) -> tuple[str, bool]:
-        return engine_numba.chooser.decide(op, n, "parallel")
+        return engine_numba.chooser.decide(op, n, default, others)
 
     def record(n: int, variant: str, seconds: float) -> None:
         engine_numba.chooser.record(op, n, variant, seconds, signature)

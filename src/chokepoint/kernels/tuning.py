@@ -17,7 +17,7 @@ What is chosen:
     Whether large outputs (at least ``STREAM_MIN_BYTES``) are written with non-temporal stores,
     for the elementwise select kernels (relu, relu_backward...) and for the 1-bit mask kernels:
     only where streaming measured at least :data:`GAIN` times faster than the plain parallel
-    variant. Never when ``out`` is also an input (see ``engine_numba._streamable``).
+    variant. Never when ``out`` is also an input (see ``engine_numba.can_stream``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["DEFAULT", "GAIN", "PASSES", "Tuning", "cache_path", "choose_parallel_min", "current",
-           "forget", "tune"]
+           "forget", "last_level_cache_bytes", "tune"]
 
 #: a variant must be this much faster to be chosen
 GAIN = 1.1
@@ -44,7 +44,7 @@ _SIZES = tuple(1 << k for k in range(12, 23))
 #: from 1048576 and from 65536 elements (at 262144: serial / parallel 0.97 then 1.64; in a
 #: steady loop 1.70)
 PASSES = 3
-#: elements of the streaming comparison (32 MB of float32: past STREAM_MIN_BYTES)
+#: elements of the streaming comparison (32 MB of float32 an array: past STREAM_MIN_BYTES)
 _STREAM_N = 1 << 23
 
 
@@ -76,6 +76,24 @@ class Tuning:
 DEFAULT = Tuning()
 
 _memo: Tuning | None = None
+
+
+def last_level_cache_bytes() -> int:
+    """Size of the last-level cache, capped at 64 MiB.
+
+    Virtual machines often report the host's whole L3 (480 MB on ours, where a 246 MB array
+    still streams at DRAM speed), so the sysfs value is capped; 32 MiB when unknown.
+    """
+    path = Path("/sys/devices/system/cpu/cpu0/cache")
+    sizes = []
+    for index in path.glob("index*"):
+        try:
+            text = (index / "size").read_text().strip().upper()
+            scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1], 1)
+            sizes.append(int(text.rstrip("KMG")) * scale)
+        except (OSError, ValueError):
+            continue
+    return min(max(sizes), 64 * 2**20) if sizes else 32 * 2**20
 
 
 def _machine_key() -> dict:

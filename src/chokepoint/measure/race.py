@@ -46,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..kernels.tuning import last_level_cache_bytes
 from .roofline import ARRAY_BYTES, Roofline, roofline
 from .statements import (
     _IDENTIFIER,
@@ -393,24 +394,6 @@ def agreement(result, reference, *, rtol: float | None = None,
 
 
 # -------------------------------------------------------------------------------- running
-
-def last_level_cache_bytes() -> int:
-    """Size of the last-level cache, capped at 64 MiB.
-
-    Virtual machines often report the host's whole L3 (480 MB on ours, where a 246 MB array
-    still streams at DRAM speed), so the sysfs value is capped; 32 MiB when unknown.
-    """
-    path = Path("/sys/devices/system/cpu/cpu0/cache")
-    sizes = []
-    for index in path.glob("index*"):
-        try:
-            text = (index / "size").read_text().strip().upper()
-            scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1], 1)
-            sizes.append(int(text.rstrip("KMG")) * scale)
-        except (OSError, ValueError):
-            continue
-    return min(max(sizes), 64 * 2**20) if sizes else 32 * 2**20
-
 
 def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
