@@ -84,8 +84,8 @@ def test_binary_matches_reference(name, data, dtype, shape):
 @pytest.mark.parametrize("dtype", ref.FLOATS)
 @pytest.mark.parametrize("name", sorted(UNARY) + sorted(BINARY))
 def test_parallel_path_on_large_arrays(name, dtype, streaming, monkeypatch):
-    """Sizes past PARALLEL_MIN take numba's prange kernels (with non-temporal stores when the
-    output is large); the tail is not a multiple of 8."""
+    """Sizes past PARALLEL_MIN take numba's prange kernels (with non-temporal stores where the
+    arrays are large: STREAM_MIN_BYTES 0 here); the tail is not a multiple of 8 or 16."""
     monkeypatch.setattr(engine_numba, "STREAM_MIN_BYTES", 0 if streaming else 1 << 62)
     rng = np.random.default_rng(1)
     n = engine_numba.PARALLEL_MIN * 3 + 5

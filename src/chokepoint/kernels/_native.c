@@ -231,15 +231,15 @@ static npy_intp parallel_min(void)
     return min;
 }
 
-/* engine_numba.STREAM_MIN_BYTES (tests change it); 0 where it cannot be read (then no call
- * streams here) */
+/* engine_numba.STREAM_MIN_BYTES (tests change it: 0 streams every call that can); -1 where it
+ * cannot be read (then no call streams here) */
 static npy_intp stream_min(void)
 {
     PyObject *value = PyDict_GetItemWithError(numba_dict, stream_min_key); /* borrowed */
-    npy_intp min = value != NULL && PyLong_CheckExact(value) ? PyLong_AsSsize_t(value) : 0;
+    npy_intp min = value != NULL && PyLong_CheckExact(value) ? PyLong_AsSsize_t(value) : -1;
     if (PyErr_Occurred()) {
         PyErr_Clear();
-        return 0;
+        return -1;
     }
     return min;
 }
@@ -269,7 +269,7 @@ static int can_stream(Native *self, Slot *slot, PyArrayObject *x, PyArrayObject 
     }
     npy_intp min = stream_min();
     npy_intp each = PyArray_ITEMSIZE(x) * (self->kind == MAP2 ? 2 : 1) + out_size;
-    return min > 0 && n >= (min + each - 1) / each;
+    return min >= 0 && n >= (min + each - 1) / each;
 }
 
 /* the slot's kernel for a variant the chooser named; NULL: none here */
