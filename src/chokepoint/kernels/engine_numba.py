@@ -387,12 +387,17 @@ def _vector_step(op) -> Callable:
     def typer(typingctx, *args):
         return types.void(*args), codegen
 
-    # numba passes an intrinsic's arguments one by one: a fixed signature (see _noinline)
-    arguments = ", ".join(f"a{k}" for k in range(op.arity + 2 + len(op.params)))
+    return _intrinsic(typer, op.arity + 2 + len(op.params))
+
+
+def _intrinsic(typer: Callable, arity: int):
+    """An intrinsic of ``arity`` arguments whose typing is ``typer(typingctx, *args)``: numba
+    lowers an intrinsic's arguments one by one (not as ``*args``), so it needs a fixed
+    signature, written out here."""
+    names = ", ".join(f"a{k}" for k in range(arity))
     namespace = {"typer": typer}
-    exec(f"def step16(typingctx, {arguments}):\n    return typer(typingctx, {arguments})\n",
-         namespace)
-    return intrinsic(namespace["step16"])
+    exec(f"def call(typingctx, {names}):\n    return typer(typingctx, {names})\n", namespace)
+    return intrinsic(namespace["call"])
 
 
 @intrinsic
@@ -489,11 +494,7 @@ def _noinline(dispatcher, arity: int):
 
         return sig, codegen
 
-    # numba lowers an intrinsic's arguments one by one (not as *args): a fixed signature
-    names = ", ".join(f"a{k}" for k in range(arity))
-    namespace = {"typer": typer}
-    exec(f"def call(typingctx, {names}):\n    return typer(typingctx, {names})\n", namespace)
-    return intrinsic(namespace["call"])
+    return _intrinsic(typer, arity)
 
 
 _NAMESPACE = {
