@@ -464,6 +464,10 @@ def test_mid_size_calls_that_can_stream_have_their_own_plan_in_c(dtype, monkeypa
         assert ref.same(chokepoint.relu_backward(g[1:n + 1], x[1:n + 1], out=shifted),
                         ref.relu_backward(g[1:n + 1], x[1:n + 1]))
         assert plain[1] == 7 and streaming[1] == 2
+        # a tuning that turns streaming off (read each call): the plain plan
+        monkeypatch.setattr(engine_numba, "_stream_maps", False)
+        assert ref.same(chokepoint.relu_backward(g[:n], x[:n], out=out[:n]), expected)
+        assert plain[1] == 6 and streaming[1] == 2
 
 
 def test_a_kernel_that_does_not_compile_leaves_its_calls_to_the_python_path(monkeypatch):

@@ -76,7 +76,7 @@ static int enabled = 1;
 /* the engine in use: the ContextVar of backend.py, its module dict and numba's engine module */
 static PyObject *engine_var = NULL, *backend_dict = NULL, *default_key = NULL,
                 *numba_engine = NULL, *numba_dict = NULL, *lock_free_key = NULL,
-                *parallel_min_key = NULL, *stream_min_key = NULL;
+                *parallel_min_key = NULL, *stream_min_key = NULL, *stream_maps_key = NULL;
 /* kernels on at least this many elements run without the GIL (below, releasing and taking it
  * back would cost more than the call) */
 #define GIL_FREE_MIN (1 << 14)
@@ -252,6 +252,12 @@ static int can_stream(Native *self, Slot *slot, PyArrayObject *x, PyArrayObject 
 {
     if (!slot->may_stream || (self->kind != MAP1 && self->kind != MAP2))
         return 0;
+    /* the tuning's flag, read each call: a tuning run in this process may turn it off */
+    PyObject *maps = PyDict_GetItemWithError(numba_dict, stream_maps_key); /* borrowed */
+    if (maps != Py_True) {
+        PyErr_Clear();
+        return 0;
+    }
     npy_intp out_size;
     if (y == NULL) {
         PyArray_Descr *descr = PyArray_DescrFromType(tout);
@@ -786,10 +792,11 @@ static PyTypeObject NativeType = {
 static PyObject *configure(PyObject *module, PyObject *args)
 {
     (void)module;
-    PyObject *var, *dict, *key, *numba, *mask, *lock_free, *parallel_min_name, *stream_min_name;
-    if (!PyArg_ParseTuple(args, "O!O!UO!O!UUU", &PyContextVar_Type, &var, &PyDict_Type, &dict,
+    PyObject *var, *dict, *key, *numba, *mask, *lock_free, *parallel_min_name, *stream_min_name,
+        *stream_maps_name;
+    if (!PyArg_ParseTuple(args, "O!O!UO!O!UUUU", &PyContextVar_Type, &var, &PyDict_Type, &dict,
                           &key, &PyModule_Type, &numba, &PyType_Type, &mask, &lock_free,
-                          &parallel_min_name, &stream_min_name))
+                          &parallel_min_name, &stream_min_name, &stream_maps_name))
         return NULL;
     /* everything checked before anything changes: a failed call leaves the old state */
     Py_ssize_t offsets[3];
@@ -818,6 +825,7 @@ static PyObject *configure(PyObject *module, PyObject *args)
     Py_XSETREF(lock_free_key, Py_NewRef(lock_free));
     Py_XSETREF(parallel_min_key, Py_NewRef(parallel_min_name));
     Py_XSETREF(stream_min_key, Py_NewRef(stream_min_name));
+    Py_XSETREF(stream_maps_key, Py_NewRef(stream_maps_name));
     Py_XSETREF(engine_var, Py_NewRef(var));
     Py_XSETREF(backend_dict, Py_NewRef(dict));
     Py_XSETREF(default_key, Py_NewRef(key));
@@ -854,10 +862,10 @@ static PyObject *set_period_max(PyObject *module, PyObject *seconds)
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(engine_var, backend_dict, default_key, numba_engine, mask_type, lock_free, "
-     "parallel_min, stream_min): how to tell that numba's engine is in use, the names of its "
-     "globals that say whether its threading layer needs no launch lock, below what size the "
-     "serial kernel runs and from how many bytes of arrays a map may stream, and the type of "
-     "the masks."},
+     "parallel_min, stream_min, stream_maps): how to tell that numba's engine is in use, the "
+     "names of its globals that say whether its threading layer needs no launch lock, below "
+     "what size the serial kernel runs, from how many bytes of arrays a map may stream and "
+     "whether maps stream at all (the tuning's flag), and the type of the masks."},
     {"set_enabled", set_enabled, METH_O,
      "set_enabled(flag) -> the previous flag: whether Native objects take any call."},
     {"set_period_max", set_period_max, METH_O,

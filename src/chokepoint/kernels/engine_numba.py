@@ -51,6 +51,7 @@ __all__ = [
     "binary",
     "can_stream",
     "candidates",
+    "has_stream_variant",
     "kernel_for",
     "launch",
     "mask_backward",
@@ -611,10 +612,15 @@ def _chunked(name: str, mode: str) -> bool:
     return mode == "parallel" and name in OPS and not _STREAMING_OPS[name]
 
 
+def has_stream_variant(name: str) -> bool:
+    """Whether map ``name`` has a streaming variant worth running (:func:`_select_only`)."""
+    return name in OPS and _STREAMING_OPS[name]
+
+
 def streams(name: str) -> bool:
-    """Whether map ``name`` has a streaming variant worth running here (see
-    :func:`can_stream`)."""
-    return name in OPS and _stream_maps and _STREAMING_OPS[name]
+    """Whether map ``name`` streams on this machine: it has a streaming variant, and the
+    tuning found streaming faster (see :func:`can_stream`)."""
+    return _stream_maps and has_stream_variant(name)
 
 
 def can_stream(name: str, inputs: tuple, out: np.ndarray | None, out_dtype=None) -> bool:
@@ -680,10 +686,10 @@ _SELECTS = {"select", "logical_not", "logical_and"}
 def _select_only(name: str) -> bool:
     """Whether op ``name`` is selects and comparisons only (the ReLU family).
 
-    Only those have a streaming variant worth running: the 8 unrolled lanes of
-    :data:`_MAP_STREAM` stay scalar code when the expression calls ``exp`` and the like, so that
-    SiLU took 175 ms in the streaming variant against 15.5 ms in the plain parallel one (3e7
-    float32, AMD EPYC).
+    Only those have a streaming variant (:func:`_vector_step` writes their expression as
+    vector code). The compute-bound ones gain nothing from it: their time is the arithmetic,
+    and when the streaming variant was 8 unrolled scalar lanes, SiLU took 175 ms in it against
+    15.5 ms in the plain parallel one (3e7 float32, AMD EPYC).
     """
     calls = {node.func.id for node in ast.walk(ast.parse(OPS[name].expr, mode="eval"))
              if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}

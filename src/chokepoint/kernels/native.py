@@ -144,7 +144,8 @@ def _built() -> ModuleType:
     from .mask import PackedMask
 
     module.configure(backend._context, vars(backend), "_default_engine", engine_numba,
-                     PackedMask, "lock_free", "PARALLEL_MIN", "STREAM_MIN_BYTES")
+                     PackedMask, "lock_free", "PARALLEL_MIN", "STREAM_MIN_BYTES",
+                     "_stream_maps")
     module.set_period_max(adaptive.PERIOD_MAX)
     return module
 
@@ -215,9 +216,9 @@ class Lane:
             if native is None:
                 native = module.Native(self.kind, engine.CHECKED_MAX - 1, self.at_zero)
             fresh = out_dtype == (dtype if self.fresh is None else self.fresh)
-            # the op streams: the calls that can stream wait for their kernel (True), so
-            # that the Python path's call gives it (api.call_fast)
-            stream = variants.get("stream") or (True if engine.streams(op) else None)
+            # the op can stream (the C path reads the tuning's flag each call): the calls
+            # that can wait for their kernel (True), which the Python path's call gives
+            stream = variants.get("stream") or (True if engine.has_stream_variant(op) else None)
             native.add(dtype, out_dtype, serial, variants.get("parallel"),
                        [float(c) for c in constants], fresh, stream)
         except Exception as exc:  # the Python path still runs the call: say why, once
