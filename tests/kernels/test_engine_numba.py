@@ -281,10 +281,22 @@ def test_a_streamed_kernel_then_an_output_that_cannot_stream(monkeypatch):
 
 
 _GRAD_OUTPUTS = [np.bool_, np.int8, np.uint8, np.float32, np.float64]
-# each op that streams, on the dtypes it takes (integers only where the op is exact)
+# each op that streams, on the dtypes it takes (integers only where the op is exact: signed
+# and unsigned, narrow and wide)
 _STREAMED = [(name, dtype) for name, streams in engine_numba._STREAMING_OPS.items() if streams
-             for dtype in (np.float32, np.float64, np.int8, np.int16, np.int64, np.uint32)
+             for dtype in (np.float32, np.float64, np.int8, np.int64, np.uint32)
              if OPS[name].integers or np.issubdtype(dtype, np.floating)]
+
+
+def _aligned(n: int, dtype, fill) -> tuple[np.ndarray, np.ndarray]:
+    """(a 16-byte aligned array of n elements, the buffer it is the head of, 16 more
+    elements of ``fill`` after it)."""
+    size = np.dtype(dtype).itemsize
+    raw = np.empty((n + 32) * size + 16, np.uint8)
+    start = -raw.ctypes.data % 16
+    buffer = raw[start:start + (n + 16) * size].view(dtype)
+    buffer[:] = fill
+    return buffer[:n], buffer
 
 
 @pytest.mark.parametrize(("name", "dtype"), _STREAMED)
@@ -297,7 +309,8 @@ def test_streaming_maps_match_the_serial_kernel_on_every_partial_step(name, dtyp
     assert engine_numba.stream_step(name) == 16
     constants = {"zero": 0, "slope": 0.25, "lo": -2, "hi": 3}
     floats = np.issubdtype(dtype, np.floating)
-    for out_dtype in _GRAD_OUTPUTS if name.startswith("relu_grad") else [dtype]:
+    grads = _GRAD_OUTPUTS if floats else [np.uint8]
+    for out_dtype in grads if name.startswith("relu_grad") else [dtype]:
         for n in (1, 15, 16, 17, 31, 33, 64 + 5, 1000 + 9):
             inputs = []
             for _ in range(op.arity):
@@ -305,13 +318,12 @@ def test_streaming_maps_match_the_serial_kernel_on_every_partial_step(name, dtyp
                 a[::5] = 0
                 if floats:
                     a[1::7], a[2::11], a[3::13], a[4::17] = np.nan, -0.0, -np.inf, 3  # 3: hi
-                    a[6::19] = -2  # lo
+                    a[6::19], a[8::23] = -2, np.inf  # -2: lo
                 inputs.append(a)
             params = tuple(dtype(constants[p]) for p in op.params)
-            out = np.full(n, 7 if out_dtype is not np.bool_ else False, out_dtype)
-            if out.ctypes.data % 16:
-                continue  # the streaming variant runs only on 16-byte aligned outputs
-            want = out.copy()
+            fill = 7 if out_dtype is not np.bool_ else True
+            out, buffer = _aligned(n, out_dtype, fill)  # the variant streams aligned outputs
+            want = np.full(n, fill, out_dtype)
             engine_numba.kernel_for(name, "serial")(*inputs, want, *params)
             args = (*inputs, out, *params)
             engine_numba.kernel_for(name, "stream")(*args)
@@ -319,6 +331,20 @@ def test_streaming_maps_match_the_serial_kernel_on_every_partial_step(name, dtyp
                                                                         n - n % 16))
             assert np.array_equal(out, want, equal_nan=floats), (n, out_dtype)
             assert np.array_equal(np.signbit(out), np.signbit(want)), (n, out_dtype)
+            assert (buffer[n:] == fill).all(), (n, out_dtype)  # nothing written past n
+
+
+def test_only_expressions_the_vector_step_writes_stream():
+    from chokepoint.kernels.ops import Op
+
+    ok = engine_numba._vectorisable
+    assert ok(Op("a", 1, "select(v > zero, v, v * slope)"))
+    assert ok(Op("b", 2, "select(logical_and(v > lo, v < hi), g, zero)"))
+    assert ok(Op("c", 1, "logical_not(v <= zero)", integers=True))
+    assert not ok(Op("d", 1, "v / slope"))  # division: no vector step for it
+    assert not ok(Op("e", 1, "select(zero < v < one, v, zero)"))  # a chained comparison
+    assert not ok(Op("f", 1, "select(v > zero, v, exp(v))"))
+    assert not ok(Op("g", 1, "select(v > zero, v, v * slope)", integers=True))  # int64 in numba
 
 
 def test_one_byte_outputs_stream_only_where_the_variant_writes_whole_stores(monkeypatch):
@@ -341,11 +367,14 @@ def test_a_call_that_can_stream_weighs_stream_parallel_and_serial(monkeypatch, b
         pytest.skip("the variants belong to the numba engine")
     monkeypatch.setattr(engine_numba, "_stream_maps", True)
     monkeypatch.setattr(engine_numba, "chooser", adaptive.Chooser())
-    n = engine_numba.STREAM_MIN_BYTES // 5 + 13  # float32 in, 1-byte results out
+    # float32 in, 1-byte results out; the launcher's size (the C path's plans keep their
+    # chooser's lists)
+    n = max(engine_numba.STREAM_MIN_BYTES // 5, engine_numba.CHECKED_MAX) + 13
     x = np.linspace(-1, 1, n, dtype=np.float32)
     x[::9] = np.nan
     want = ~(x <= 0)
     for _ in range(14):  # three variants, each timed twice, after its untimed first call
         assert np.array_equal(chokepoint.relu_grad(x), want.view(np.uint8))
-    ran = {key[2] for key in engine_numba.chooser.figures if key[0] == "relu_grad"}
+    key = engine_numba.chooser_key("relu_grad", True)
+    ran = {k[2] for k in engine_numba.chooser.figures if k[0] == key}
     assert ran == {"stream", "parallel", "serial"}

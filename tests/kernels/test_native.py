@@ -446,7 +446,8 @@ def test_mid_size_calls_that_can_stream_have_their_own_plan_in_c(dtype, monkeypa
         chokepoint.relu_backward(g[:n], x[:n], out=out[:n])
         inplace = g[:n].copy()
         chokepoint.relu_backward(inplace, x[:n], out=inplace)
-    streaming = engine_numba.chooser.plan("relu_backward", n, *engine_numba.candidates(True))
+    streaming = engine_numba.chooser.plan(engine_numba.chooser_key("relu_backward", True), n,
+                                          *engine_numba.candidates(True))
     plain = engine_numba.chooser.plan("relu_backward", n, *engine_numba.candidates(False))
     expected = ref.relu_backward(g[:n], x[:n])
     streaming[:] = ["stream", 4, 0.0, 0]
@@ -468,6 +469,90 @@ def test_mid_size_calls_that_can_stream_have_their_own_plan_in_c(dtype, monkeypa
         monkeypatch.setattr(engine_numba, "_stream_maps", False)
         assert ref.same(chokepoint.relu_backward(g[:n], x[:n], out=out[:n]), expected)
         assert plain[1] == 6 and streaming[1] == 2
+
+
+@pytest.mark.parametrize("call", ["relu_grad fresh", "relu out=", "leaky_relu out="])
+def test_single_input_maps_stream_in_c(call, monkeypatch, no_period_max):
+    # the streaming cfunc of a one-input map (relu_grad's fresh uint8 among them)
+    _numba_only()
+    monkeypatch.setattr(engine_numba, "_stream_maps", True)
+    monkeypatch.setattr(engine_numba, "STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(engine_numba, "lock_free", True)
+    engine_numba.chooser.expire()
+    n = engine_numba.PARALLEL_MIN + 29
+    x, _ = _inputs(np.float32, (n,))
+    out = np.empty(n, np.float32)
+    name, run, expected = {
+        "relu_grad fresh": ("relu_grad", lambda: chokepoint.relu_grad(x),
+                            (~(x <= 0)).view(np.uint8)),
+        "relu out=": ("relu", lambda: chokepoint.relu(x, out=out), ref.relu(x)),
+        "leaky_relu out=": ("leaky_relu", lambda: chokepoint.leaky_relu(x, 0.25, out=out),
+                            np.where(x > 0, x, x * np.float32(0.25))),
+    }[call]
+    for _ in range(3):  # the Python path gives the C path the streaming decision
+        run()
+    plan = engine_numba.chooser.plan(engine_numba.chooser_key(name, True), n,
+                                     *engine_numba.candidates(True))
+    plan[:] = ["stream", 3, 0.0, 0]
+    with _c_path_only(monkeypatch):
+        for left in (2, 1, 0):
+            assert ref.same(run(), expected)
+            assert plan[1] == left
+
+
+def test_c_and_python_agree_on_which_calls_stream(monkeypatch, no_period_max):
+    # at the byte threshold and one byte past it: both paths take the same plan (a
+    # disagreement would have the C path decline every such call)
+    _numba_only()
+    monkeypatch.setattr(engine_numba, "_stream_maps", True)
+    monkeypatch.setattr(engine_numba, "lock_free", True)
+    engine_numba.chooser.expire()
+    n = engine_numba.PARALLEL_MIN + 3
+    x, g = _inputs(np.float64, (n,))
+    out = np.empty(n)
+    expected = ref.relu_backward(g, x)
+    for threshold, streams in ((24 * n, True), (24 * n + 1, False), (np.int64(0), True),
+                               (-5, True), (1 << 80, False)):
+        monkeypatch.setattr(engine_numba, "STREAM_MIN_BYTES", threshold)
+        assert engine_numba.can_stream("relu_backward", (g, x), out) == streams
+        for _ in range(3):  # the Python path gives the C path this decision
+            chokepoint.relu_backward(g, x, out=out)
+        plan = engine_numba.chooser.plan(engine_numba.chooser_key("relu_backward", streams),
+                                         n, *engine_numba.candidates(streams))
+        plan[:] = ["parallel", 2, 0.0, 0]
+        with _c_path_only(monkeypatch):
+            assert ref.same(chokepoint.relu_backward(g, x, out=out), expected)
+        assert plan[1] == 1, threshold
+
+
+def test_a_streaming_kernel_that_does_not_compile_leaves_the_others(monkeypatch,
+                                                                     no_period_max):
+    _numba_only()
+    made = engine_numba.native_kernel
+
+    def no_stream(name, dtype, out_dtype, mode="serial"):
+        if mode == "stream":
+            raise RuntimeError("no streaming here")
+        return made(name, dtype, out_dtype, mode)
+
+    monkeypatch.setattr(engine_numba, "native_kernel", no_stream)
+    monkeypatch.setattr(engine_numba, "_stream_maps", True)
+    monkeypatch.setattr(engine_numba, "STREAM_MIN_BYTES", 0)
+    monkeypatch.setattr(engine_numba, "lock_free", True)
+    lane = native.Lane(native.MAP1)
+    f32 = np.dtype(np.float32)
+    n = engine_numba.PARALLEL_MIN + 5
+    size = n.bit_length()
+    streaming = engine_numba.chooser.plan(("relu", "stream"), n, *engine_numba.candidates(True))
+    with pytest.warns(RuntimeWarning, match="stream variant runs.*no streaming here"):
+        lane.add_plan("relu", f32, f32, (0.0,), size, streaming, True)
+    plain = engine_numba.chooser.plan("relu", n, *engine_numba.candidates(False))
+    lane.add_plan("relu", f32, f32, (0.0,), size, plain)
+    plain[:] = ["parallel", 2, 0.0, 0]
+    x = np.linspace(-1, 1, n, dtype=np.float32)
+    # a call that could stream runs in C by the plain plan
+    assert ref.same(lane.native(x, np.empty_like(x)), ref.relu(x))
+    assert plain[1] == 1
 
 
 def test_a_kernel_that_does_not_compile_leaves_its_calls_to_the_python_path(monkeypatch):

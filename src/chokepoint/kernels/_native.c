@@ -39,6 +39,10 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
+#if NPY_ABI_VERSION < 0x02000000 /* NumPy 1.x headers: no accessor yet */
+#define PyDataType_ELSIZE(descr) ((descr)->elsize)
+#endif
+
 #define NT 24   /* NumPy's builtin type numbers below this (float16 is 23) */
 #define MAXC 8  /* constants per kernel */
 
@@ -231,17 +235,27 @@ static npy_intp parallel_min(void)
     return min;
 }
 
-/* engine_numba.STREAM_MIN_BYTES (tests change it: 0 streams every call that can); -1 where it
- * cannot be read (then no call streams here) */
+/* engine_numba.STREAM_MIN_BYTES (tests change it), read as Python's comparison reads it: any
+ * integer, a negative one as 0 (every call that can streams), one past npy_intp as never;
+ * -1 where it cannot be read (then no call streams here) */
 static npy_intp stream_min(void)
 {
     PyObject *value = PyDict_GetItemWithError(numba_dict, stream_min_key); /* borrowed */
-    npy_intp min = value != NULL && PyLong_CheckExact(value) ? PyLong_AsSsize_t(value) : -1;
-    if (PyErr_Occurred()) {
+    PyObject *index = value == NULL ? NULL : PyNumber_Index(value);
+    if (index == NULL) {
         PyErr_Clear();
         return -1;
     }
-    return min;
+    int overflow = 0;
+    long long min = PyLong_AsLongLongAndOverflow(index, &overflow);
+    Py_DECREF(index);
+    if (min == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (overflow > 0 || min > NPY_MAX_INTP)
+        return NPY_MAX_INTP;
+    return overflow < 0 || min < 0 ? 0 : (npy_intp)min;
 }
 
 /* Whether a mid-size map call can stream (as engine_numba.can_stream): its arrays together at
@@ -252,9 +266,11 @@ static int can_stream(Native *self, Slot *slot, PyArrayObject *x, PyArrayObject 
 {
     if (!slot->may_stream || (self->kind != MAP1 && self->kind != MAP2))
         return 0;
-    /* the tuning's flag, read each call: a tuning run in this process may turn it off */
+    /* the tuning's flag, read each call (a tuning run in this process may turn it off), as
+     * Python reads it: its truth */
     PyObject *maps = PyDict_GetItemWithError(numba_dict, stream_maps_key); /* borrowed */
-    if (maps != Py_True) {
+    int on = maps == NULL ? 0 : PyObject_IsTrue(maps);
+    if (on <= 0) {
         PyErr_Clear();
         return 0;
     }
@@ -275,7 +291,8 @@ static int can_stream(Native *self, Slot *slot, PyArrayObject *x, PyArrayObject 
     }
     npy_intp min = stream_min();
     npy_intp each = PyArray_ITEMSIZE(x) * (self->kind == MAP2 ? 2 : 1) + out_size;
-    return min >= 0 && n >= (min + each - 1) / each;
+    /* n * each >= min, without overflow */
+    return min >= 0 && n >= min / each + (min % each != 0);
 }
 
 /* the slot's kernel for a variant the chooser named; NULL: none here */
@@ -502,8 +519,13 @@ static PyObject *native_call(PyObject *op, PyObject *const *args, size_t nargsf,
     } else {
         Py_INCREF(y);
     }
-    if (fn == slot->str && ((uintptr_t)PyArray_DATA(y) & 15))
-        fn = slot->par; /* a new output that cannot stream (NumPy aligns them to 16 bytes) */
+    if (fn == slot->str && ((uintptr_t)PyArray_DATA(y) & 15)) {
+        /* a new output that cannot stream (NumPy aligns them to 16 bytes): the parallel
+         * kernel, neither counted in the streaming plan nor recorded as streaming */
+        fn = slot->par;
+        Py_CLEAR(plan);
+        Py_CLEAR(timed);
+    }
     int clocked = plan != NULL || timed != NULL;
     double start = clocked ? now() : 0.0;
     PyObject *result = run(self, fn, slot, x, a, y, n);
@@ -680,7 +702,8 @@ PyDoc_STRVAR(add_doc, "add(in_dtype, out_dtype, serial, parallel, constants, fre
              "The kernels (numba cfuncs) for these dtypes: the serial one below PARALLEL_MIN "
              "elements, and to mid_max the one the chooser decided (see add_plan; parallel "
              "or stream None: none yet, or the one given before; stream True: the op streams, "
-             "its kernel to come, so the calls that can stream decline until then); with these "
+             "its kernel to come, so the calls that can stream decline until then; False: "
+             "no call streams here); with these "
              "constants (floats, at most 8). fresh: write a new output of out_dtype when out "
              "is None.");
 
@@ -718,8 +741,8 @@ static PyObject *native_add(Native *self, PyObject *args)
             return NULL;
         slot->par = par;
     }
-    if (stream == Py_True) {
-        slot->may_stream = 1;
+    if (stream == Py_True || stream == Py_False) {
+        slot->may_stream = stream == Py_True;
     } else if (stream != Py_None) {
         kernel_fn str = address_of(stream, self->keep);
         if (str == NULL)

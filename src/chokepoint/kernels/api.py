@@ -388,11 +388,12 @@ def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tupl
     (the generated ones and ``relu_grad``'s and ``relu_backward``'s, see :func:`_generate`).
 
     Below ``PARALLEL_MIN`` elements the serial kernel runs. Up to
-    ``CHECKED_MAX`` elements (where no output streams) the variant the engine's chooser
-    decided runs, for the calls it decided it for (:func:`.engine_numba.plan`: a decrement
-    and a look-up), and the calls it must time are timed here: the launcher's path
-    (:func:`fast`) cost 4-5 us a call in Python, against a 7.6 us parallel kernel on 1e5
-    float32 elements. The kernels check shapes and overlap.
+    ``CHECKED_MAX`` elements the variant the engine's chooser decided runs (a map's call that
+    can stream, :func:`.engine_numba.can_stream`, goes to the launcher instead, once it has
+    given the C path that call's decision), for the calls it decided it for
+    (:func:`.engine_numba.plan`: a decrement and a look-up), and the calls it must time are
+    timed here: the launcher's path (:func:`fast`) cost 4-5 us a call in Python, against a
+    7.6 us parallel kernel on 1e5 float32 elements. The kernels check shapes and overlap.
 
     The kernel is called as ``kernel(*arrays, out, *extra, *entry.constants)``;
     ``arrays[-1]`` gives the size and, when ``out`` is None, the shape (the mask kernels pass
@@ -400,7 +401,8 @@ def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tupl
 
     Returns ``out`` (or a new array of ``dtype``); None, with nothing written, where the
     general path must take the call; :data:`AGAIN` where the launcher must (:func:`fast`):
-    larger calls, and parallel ones under a threading layer that needs the launch lock.
+    larger calls, calls that can stream, and parallel ones under a threading layer that needs
+    the launch lock.
     """
     x = arrays[-1]
     n = x.size
@@ -419,7 +421,8 @@ def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tupl
             # calls after it, by the plan that weighs streaming (see native.Lane.add_plan)
             lane = entry.lane
             if lane is not None and (x.dtype, dtype, size, True) not in lane.planned:
-                plan = numba_engine.chooser.plan(entry.op, n, *numba_engine.candidates(True))
+                plan = numba_engine.chooser.plan(numba_engine.chooser_key(entry.op, True), n,
+                                                 *numba_engine.candidates(True))
                 lane.add_plan(entry.op, x.dtype, dtype, entry.constants, size, plan, True)
             return AGAIN
         plan = entry.plans.get(size)

@@ -51,6 +51,7 @@ __all__ = [
     "binary",
     "can_stream",
     "candidates",
+    "chooser_key",
     "has_stream_variant",
     "kernel_for",
     "launch",
@@ -81,7 +82,8 @@ PARALLEL_MIN = 1 << 16
 #: output of 16 MiB, which left that relu_backward to plain stores.
 STREAM_MIN_BYTES = _tuning.last_level_cache_bytes()
 #: Up to this many elements the fast path (and the C path) runs the chooser's decided variant
-#: itself (:func:`plan`), with the checked kernels (the C path's streaming cfunc aside).
+#: itself (:func:`plan`), with the checked kernels; a map's call that can stream goes to the
+#: launcher from the fast path, and runs in the C path with its streaming cfunc.
 CHECKED_MAX = (16 << 20) // 8
 
 # An elementwise map over one array (x) or two (grad, x); the lanes load what the op reads.
@@ -661,6 +663,14 @@ def _streamable(out: np.ndarray, inputs, apart, sizes: tuple = (4, 8)) -> bool:
                         for a in apart))
 
 
+def chooser_key(name: str, stream: bool):
+    """The chooser's name for kernel ``name``'s calls: those that can stream apart, with
+    figures of their own. A size class holds calls whose arrays outgrow the cache beside
+    smaller or in-place ones that cannot stream; shared, the parallel kernel's figure from
+    cache-resident calls would be weighed against streaming ones."""
+    return (name, "stream") if stream else name
+
+
 def candidates(stream: bool) -> tuple[str, tuple[str, ...]]:
     """The chooser's candidates (default, others) for a call: one that can stream weighs the
     plain parallel kernel beside the streaming one, since whether non-temporal stores pay
@@ -680,20 +690,36 @@ def _stream_sizes(name: str) -> tuple:
     return (1, 2, 4, 8) if name in OPS else (4, 8)
 
 
-_SELECTS = {"select", "logical_not", "logical_and"}
-
-
 def _select_only(name: str) -> bool:
-    """Whether op ``name`` is selects and comparisons only (the ReLU family).
+    """Whether op ``name`` has a streaming variant: :func:`_vectorisable`."""
+    return _vectorisable(OPS[name])
 
-    Only those have a streaming variant (:func:`_vector_step` writes their expression as
-    vector code). The compute-bound ones gain nothing from it: their time is the arithmetic,
-    and when the streaming variant was 8 unrolled scalar lanes, SiLU took 175 ms in it against
+
+def _vectorisable(op) -> bool:
+    """Whether ``op`` is selects, single comparisons and ``+ - *`` only (the ReLU
+    family): what :func:`_vector_step` writes as vector code, so the ops that have a streaming
+    variant. An integer op must have no arithmetic (numba's scalar kernels compute integers
+    in int64, the vector step in the input's width).
+
+    The compute-bound ones gain nothing from streaming: their time is the arithmetic, and
+    when the streaming variant was 8 unrolled scalar lanes, SiLU took 175 ms in it against
     15.5 ms in the plain parallel one (3e7 float32, AMD EPYC).
     """
-    calls = {node.func.id for node in ast.walk(ast.parse(OPS[name].expr, mode="eval"))
-             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
-    return calls <= _SELECTS
+    for node in ast.walk(ast.parse(op.expr, mode="eval")):
+        if isinstance(node, ast.Call):
+            if (not isinstance(node.func, ast.Name) or node.func.id not in _LOGICAL
+                    or node.keywords):
+                return False
+        elif isinstance(node, ast.Compare):
+            if len(node.ops) != 1:
+                return False
+        elif isinstance(node, ast.BinOp):
+            if type(node.op) not in _ARITHMETIC or op.integers:
+                return False
+        elif not isinstance(node, (ast.Expression, ast.Name, ast.Load, *_COMPARISONS,
+                                   *_ARITHMETIC)):
+            return False
+    return True
 
 
 def _inputs(name: str, args: tuple) -> tuple:
@@ -728,10 +754,12 @@ def launch(name: str, out: np.ndarray, *args) -> None:
     with _launch_lock:
         # serial, parallel or streaming from what the calls took on this machine, now (a busy
         # core makes a parallel call wait for a time slice): see .adaptive and candidates
-        wide, others = candidates(can_stream(name, _inputs(name, args), out))
-        period = chooser.plan(name, n, wide, others)  # its untimed calls count too (plan)
+        stream = can_stream(name, _inputs(name, args), out)
+        wide, others = candidates(stream)
+        key = chooser_key(name, stream)
+        period = chooser.plan(key, n, wide, others)  # its untimed calls count too (plan)
         counted = period[1] > 0
-        mode, timed = chooser.decide(name, n, wide, others)
+        mode, timed = chooser.decide(key, n, wide, others)
         start = time.perf_counter()
         if mode == "stream":
             _kernel(name, "stream")(*args)
@@ -745,7 +773,7 @@ def launch(name: str, out: np.ndarray, *args) -> None:
         if not lock_free and mode != "serial" and not _serial_only:
             _learn_layer()
         if timed:  # the first input's dtype and the output's name the compiled signature
-            chooser.record(name, n, mode, seconds, (args[0].dtype.char, out.dtype.char))
+            chooser.record(key, n, mode, seconds, (args[0].dtype.char, out.dtype.char))
         elif counted:
             period[2] += seconds
             period[3] += 1

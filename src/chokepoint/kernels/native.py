@@ -211,23 +211,33 @@ class Lane:
 
         try:
             serial = engine.native_kernel(op, dtype, out_dtype)
-            variants = {v: engine.native_kernel(op, dtype, out_dtype, mode=v) for v in missing}
+        except Exception as exc:  # the Python path still runs the calls: say why, once
+            _warn(op, dtype, exc)
+            made.update(parallel=False, stream=False)  # not tried again, for any variant
+            return False
+        variants = {}
+        for variant in missing:  # one that does not compile leaves the others
+            try:
+                variants[variant] = engine.native_kernel(op, dtype, out_dtype, mode=variant)
+            except Exception as exc:
+                _warn(op, dtype, exc, variant)
+            made[variant] = variant in variants
+        # the op can stream (the C path reads the tuning's flag each call): the calls that
+        # can wait for their kernel (True), which the Python path's call gives; False where
+        # it did not compile (they take the parallel kernel's plan in C)
+        stream = variants.get("stream") or (engine.has_stream_variant(op)
+                                            and made.get("stream", True))
+        try:
             native = self.native
             if native is None:
                 native = module.Native(self.kind, engine.CHECKED_MAX - 1, self.at_zero)
             fresh = out_dtype == (dtype if self.fresh is None else self.fresh)
-            # the op can stream (the C path reads the tuning's flag each call): the calls
-            # that can wait for their kernel (True), which the Python path's call gives
-            stream = variants.get("stream") or (True if engine.has_stream_variant(op) else None)
             native.add(dtype, out_dtype, serial, variants.get("parallel"),
                        [float(c) for c in constants], fresh, stream)
-        except Exception as exc:  # the Python path still runs the call: say why, once
-            warnings.warn(f"chokepoint: {op} on {dtype} stays on the Python path: its C path "
-                          f"kernel did not compile ({type(exc).__name__}: {exc})",
-                          RuntimeWarning, stacklevel=3)
-            made.update(parallel=False, stream=False)  # not tried again, for any variant
+        except Exception as exc:
+            _warn(op, dtype, exc)
+            made.update(parallel=False, stream=False)
             return False
-        made.update(dict.fromkeys(missing, True))
         self.native = native  # published once it has its kernels
         return all(made[v] for v in wanted)
 
@@ -247,6 +257,15 @@ class Lane:
             self.planned.add(key)
 
 
+def _warn(op: str, dtype: np.dtype, exc: Exception, variant: str = "serial") -> None:
+    """Say once that a kernel of the C path did not compile (its calls take the Python
+    path)."""
+    warnings.warn(f"chokepoint: {op} on {dtype} stays on the Python path"
+                  f"{'' if variant == 'serial' else f' where its {variant} variant runs'}: "
+                  f"its C path kernel did not compile ({type(exc).__name__}: {exc})",
+                  RuntimeWarning, stacklevel=4)
+
+
 def _chooser_calls(op: str, signature: tuple, stream: bool = False):
     """The C path's calls into the chooser at the end of a period, as api.call_fast makes
     them: ``decide(n) -> (variant, timed)`` and ``record(n, variant, seconds)``. Deciding in
@@ -258,13 +277,14 @@ def _chooser_calls(op: str, signature: tuple, stream: bool = False):
 
     # its own signature: the cfuncs are compiled (or loaded) before their first call, and the
     # Python path's first calls, which may compile its kernels, stay uncounted
-    engine_numba.chooser.compiled(op, ("serial", "parallel", "stream"), signature)
+    key = engine_numba.chooser_key(op, stream)
+    engine_numba.chooser.compiled(key, ("serial", "parallel", "stream"), signature)
     default, others = engine_numba.candidates(stream)
 
     def decide(n: int) -> tuple[str, bool]:
-        return engine_numba.chooser.decide(op, n, default, others)
+        return engine_numba.chooser.decide(key, n, default, others)
 
     def record(n: int, variant: str, seconds: float) -> None:
-        engine_numba.chooser.record(op, n, variant, seconds, signature)
+        engine_numba.chooser.record(key, n, variant, seconds, signature)
 
     return decide, record

@@ -14,10 +14,12 @@ What is chosen:
     measured at least :data:`GAIN` times faster than the serial one, at that size and every larger
     size tried.
 ``stream_maps``, ``stream_masks``
-    Whether large outputs (at least ``STREAM_MIN_BYTES``) are written with non-temporal stores,
-    for the elementwise select kernels (relu, relu_backward...) and for the 1-bit mask kernels:
-    only where streaming measured at least :data:`GAIN` times faster than the plain parallel
-    variant. Never when ``out`` is also an input (see ``engine_numba.can_stream``).
+    Whether calls whose arrays together take at least ``STREAM_MIN_BYTES`` (the last-level
+    cache) may write their output with non-temporal stores, for the elementwise select kernels
+    (relu, relu_backward...) and for the 1-bit mask kernels: only where streaming measured at
+    least :data:`GAIN` times faster than the plain parallel variant here. Where they may, the
+    calls still weigh streaming against the plain variants (``engine_numba.candidates``).
+    Never when a map's ``out`` is also an input (see ``engine_numba.can_stream``).
 """
 
 from __future__ import annotations
@@ -79,10 +81,13 @@ _memo: Tuning | None = None
 
 
 def last_level_cache_bytes() -> int:
-    """Size of the last-level cache, capped at 64 MiB.
+    """Size of the last-level cache, within 8-64 MiB.
 
     Virtual machines often report the host's whole L3 (480 MB on ours, where a 246 MB array
-    still streams at DRAM speed), so the sysfs value is capped; 32 MiB when unknown.
+    still streams at DRAM speed), so the sysfs value is capped; some report no L3 at all, and
+    the largest cache left (an L2 of 1-2 MiB) would put many mid-size calls past it (the
+    kernels stream beyond it: ``engine_numba.STREAM_MIN_BYTES``), so it is floored; 32 MiB
+    when unknown.
     """
     path = Path("/sys/devices/system/cpu/cpu0/cache")
     sizes = []
@@ -93,7 +98,7 @@ def last_level_cache_bytes() -> int:
             sizes.append(int(text.rstrip("KMG")) * scale)
         except (OSError, ValueError):
             continue
-    return min(max(sizes), 64 * 2**20) if sizes else 32 * 2**20
+    return min(max(max(sizes), 8 * 2**20), 64 * 2**20) if sizes else 32 * 2**20
 
 
 def _machine_key() -> dict:
