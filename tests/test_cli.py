@@ -46,6 +46,7 @@ def test_info_and_help(capsys):
     assert main(["info"]) == 0
     shown = capsys.readouterr().out
     assert "backend" in shown and "result_pool" in shown and "c_path" in shown
+    assert "stream_from" in shown  # where the kernels may stream (the last-level cache)
     assert main([]) == 2
 
 
