@@ -656,9 +656,11 @@ def _streamable(out: np.ndarray, inputs, apart, sizes: tuple = (4, 8)) -> bool:
     """Whether ``out`` can take non-temporal stores: its itemsize one of ``sizes``, 16-byte
     aligned, sharing no memory with the arrays in ``apart``, and with the arrays in
     ``inputs`` at least :data:`STREAM_MIN_BYTES` (see :func:`can_stream`)."""
-    arrays = [a for a in inputs if isinstance(a, np.ndarray)]
-    return (out.itemsize in sizes and out.ctypes.data % 16 == 0
-            and out.nbytes + sum(a.nbytes for a in arrays) >= STREAM_MIN_BYTES
+    # the cheap tests first: the fast path asks this of every mid-size call it takes
+    return (out.itemsize in sizes
+            and out.nbytes + sum(a.nbytes for a in inputs if isinstance(a, np.ndarray))
+            >= STREAM_MIN_BYTES
+            and out.ctypes.data % 16 == 0
             and not any(isinstance(a, np.ndarray) and np.may_share_memory(a, out)
                         for a in apart))
 
