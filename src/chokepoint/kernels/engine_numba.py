@@ -327,7 +327,7 @@ _LOGICAL = {"select": "select", "logical_not": "not_", "logical_and": "and_"}
 
 def _vector_expr(builder, node: ast.AST, values: dict, dtype):
     """LLVM vector code for the expression ``node`` of a select-only op (see
-    :func:`_select_only`): ``values`` maps each name (v, g, the parameters) to a vector of
+    :func:`_vectorisable`): ``values`` maps each name (v, g, the parameters) to a vector of
     numba ``dtype``. Each operation means what it does in the scalar kernel: ordered float
     comparisons (NaN compares false, except ``!=``), selects, and and not on booleans,
     arithmetic in ``dtype``."""
@@ -615,7 +615,7 @@ def _chunked(name: str, mode: str) -> bool:
 
 
 def has_stream_variant(name: str) -> bool:
-    """Whether map ``name`` has a streaming variant worth running (:func:`_select_only`)."""
+    """Whether map ``name`` has a streaming variant worth running (:func:`_vectorisable`)."""
     return name in OPS and _STREAMING_OPS[name]
 
 
@@ -629,7 +629,7 @@ def can_stream(name: str, inputs: tuple, out: np.ndarray | None, out_dtype=None)
     """Whether kernel ``name``'s call on ``inputs`` (the arrays it reads) may write ``out``
     with non-temporal stores (None: a new array of ``out_dtype``, which NumPy aligns).
 
-    Where the op has a streaming variant worth running (:func:`_select_only`, and the tuning
+    Where the op has a streaming variant worth running (:func:`_vectorisable`, and the tuning
     found streaming faster on this machine: :mod:`.tuning`), the arrays together take at
     least :data:`STREAM_MIN_BYTES`, ``out``'s itemsize is one the variant writes whole 16-byte
     stores of, and ``out`` is 16-byte aligned. A map's ``out`` must not be one of its inputs
@@ -690,11 +690,6 @@ def _stream_sizes(name: str) -> tuple:
     """The output itemsizes kernel ``name``'s streaming variant writes whole 16-byte stores
     of (16 lanes for the maps; the mask kernels' 8 lanes of 1-byte elements make 8 bytes)."""
     return (1, 2, 4, 8) if name in OPS else (4, 8)
-
-
-def _select_only(name: str) -> bool:
-    """Whether op ``name`` has a streaming variant: :func:`_vectorisable`."""
-    return _vectorisable(OPS[name])
 
 
 def _vectorisable(op) -> bool:
@@ -913,7 +908,7 @@ def mask_backward(grad: np.ndarray, bits: np.ndarray, out: np.ndarray, zero) -> 
     launch("mask_backward", out, grad, bits, out, zero)
 
 
-_STREAMING_OPS = {name: _select_only(name) for name in OPS}
+_STREAMING_OPS = {name: _vectorisable(op) for name, op in OPS.items()}
 _stream_maps = _stream_masks = True
 apply_tuning(_tuning.current())  # this machine's measured choices, or the defaults
 
