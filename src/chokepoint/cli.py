@@ -436,6 +436,46 @@ def _tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_program(args: argparse.Namespace) -> int:
+    """``chokepoint run``: the program's exit status (1 when a report file could not be
+    written after a program that succeeded, 2 for bad arguments)."""
+    from .program import run_program
+    from .report.program import json_ready
+
+    if args.module:
+        target, rest = args.module, args.program
+    elif args.program:
+        target, rest = args.program[0], args.program[1:]
+    else:
+        print("chokepoint run: give a program (prog.py [args ...]) or -m MODULE",
+              file=sys.stderr)
+        return 2
+    if not args.module and not os.path.isfile(target):
+        print(f"chokepoint run: no such file: {target}", file=sys.stderr)
+        return 2
+    # the report files' paths as typed, whatever directory the program moves to
+    outputs = {what: os.path.abspath(path) for what in ("json", "html")
+               if (path := getattr(args, what))}
+    report = run_program(target, rest, module=bool(args.module), include=tuple(args.include),
+                         budget_s=args.budget,
+                         progress=lambda text: print(f"chokepoint: {text}", file=sys.stderr))
+    print(report.text(), file=sys.stderr)
+    status = report.exit_status
+    for what, path in outputs.items():
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                if what == "json":
+                    json.dump(json_ready(report.to_dict()), f, indent=1, allow_nan=False)
+                else:
+                    f.write(report.to_html())
+        except (OSError, ValueError) as exc:
+            print(f"chokepoint: cannot write --{what} {path}: {exc}", file=sys.stderr)
+            status = status or 1
+            continue
+        print(f"chokepoint: {what} written to {path}", file=sys.stderr)
+    return status
+
+
 def _parser() -> argparse.ArgumentParser:
     from . import __version__, bench
 
@@ -471,6 +511,20 @@ def _parser() -> argparse.ArgumentParser:
     roof.add_argument("--refresh", action="store_true", help="measure again, ignore the cache")
     roof.add_argument("--json", action="store_true", help="print JSON only")
     roof.set_defaults(run=_roofline)
+    run_cmd = commands.add_parser(
+        "run", help="run a program once and say where its time goes, line by line",
+        usage="chokepoint run [options] (prog.py | -m MODULE) [args ...]")
+    run_cmd.add_argument("-m", dest="module", metavar="MODULE",
+                         help="run a module as `python -m MODULE` does")
+    run_cmd.add_argument("--json", metavar="FILE", help="write the JSON report to FILE")
+    run_cmd.add_argument("--html", metavar="FILE", help="write the HTML report to FILE")
+    run_cmd.add_argument("--budget", type=positive_float, default=30.0, metavar="SECONDS",
+                         help="seconds of probing after the run, at most (default 30)")
+    run_cmd.add_argument("--include", action="append", default=[], metavar="PATH",
+                         help="count code under PATH as yours too (repeatable)")
+    run_cmd.add_argument("program", nargs=argparse.REMAINDER,
+                         help="the program and its arguments")
+    run_cmd.set_defaults(run=_run_program)
     info = commands.add_parser("info", help="versions, engine and threads")
     info.set_defaults(run=_info)
     return parser

@@ -29,7 +29,8 @@ from .probes import ProbeSettings, probe_op, time_op
 from .rewrite import FASTER, find_rewrite
 from .trace import trace
 
-__all__ = ["PROBED", "ExplainError", "Explanation", "explain"]
+__all__ = ["PROBED", "ExplainError", "Explanation", "explain", "floor_of", "measured_rewrite",
+           "probe_operations"]
 
 #: operations taking at least this share of the traced time are probed; the others are timed
 PROBED = 0.01
@@ -168,8 +169,8 @@ def _op_dtype(op) -> str:
     return str(op.inputs[0].dtype) if op.inputs else "float64"
 
 
-def _probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeSettings,
-                      model: Model):
+def probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeSettings,
+                     model: Model, *, probed: float = PROBED):
     """Time every traced operation, and probe those that matter: the JSON rows, each row's
     element count (for the roofline chart) and the evidence for the findings."""
     measured: dict[int, tuple[float, dict]] = {}
@@ -182,7 +183,7 @@ def _probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeS
     known = sum(m.median for m in first.values()) or 1.0
     for op in timed:
         m = first[id(op)]
-        if m.median >= PROBED * known:
+        if m.median >= probed * known:
             slow = m.median * m.loops >= settings.min_time  # a good enough base already
             m, probes = probe_op(op, settings, scratch, base=m if slow else None)
             measured[id(op)] = (m.median, {p.name: p for p in probes})
@@ -306,7 +307,7 @@ def _checked_ceilings(evidence: list[OpEvidence], roof: Roofline,
     return dataclasses.replace(roof, gemm=gemm, gemm_1t=gemm_1t), warned
 
 
-def _floor(tr, model: Model, roof: Roofline) -> dict:
+def floor_of(tr, model: Model, roof: Roofline) -> dict:
     """The least time: the larger of the memory floor (inputs read once, the result written
     once at its narrowest dtype) and the compute floor (each operation's flops over its
     ceiling: the matmul rate for matrix products, the higher of the elementwise and the matmul
@@ -329,7 +330,7 @@ def _floor(tr, model: Model, roof: Roofline) -> dict:
     return floor
 
 
-def _measured_rewrite(statement: Statement, namespace, inputs, result, total: float,
+def measured_rewrite(statement: Statement, namespace, inputs, result, total: float,
                       roof: Roofline, min_time: float, tr=None) -> tuple[dict | None, str | None]:
     """The rewrite (and its narrow variant) timed, and the suggestion text for findings: only
     when it measured faster than the statement. A chokepoint kernel where one has the same
@@ -510,9 +511,9 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
 
     # 4. probe each operation; 5. a rewrite with the same values, measured
     result = tr.result if isinstance(tr.result, np.ndarray) else None
-    rows, elements, evidence = _probe_operations(tr, result, timing.median, roof, settings,
+    rows, elements, evidence = probe_operations(tr, result, timing.median, roof, settings,
                                                   model)
-    rewrite, suggestion = _measured_rewrite(stmt, ns, inputs, result, timing.median, roof,
+    rewrite, suggestion = measured_rewrite(stmt, ns, inputs, result, timing.median, roof,
                                             min_time, tr)
 
     roof, stale = _checked_ceilings(evidence, roof, timing.median)
@@ -533,7 +534,7 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
                   "under each probe (on copies of the inputs)")
     for w in warned[:-1]:
         warnings.warn(w, RuntimeWarning, stacklevel=2)
-    floor = _floor(tr, model, roof)
+    floor = floor_of(tr, model, roof)
     return Explanation(statement=stmt.source, setup=setup, median_s=timing.median,
                        iqr_s=timing.iqr, floor_s=max(floor["memory_s"], floor["compute_s"]),
                        model=model, ops=rows, findings=findings, ruled_out=ruled,

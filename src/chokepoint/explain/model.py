@@ -93,8 +93,8 @@ def build_model(tr: Trace, inputs: dict[str, np.ndarray]) -> Model:
     """The byte model of a trace whose statement read ``inputs``."""
     ops = [op for op in tr.ops if not op.is_view]
     moved = sum(op.in_bytes + op.out_bytes for op in ops)
-    used = {id(a) for op in tr.ops for a in op.inputs}
-    bytes_inputs = sum(a.nbytes for a in inputs.values() if id(a) in used or not tr.ops)
+    bytes_inputs = sum(_read_once(tr, inputs).values()) if tr.ops else sum(
+        a.nbytes for a in inputs.values())
     result = tr.result if isinstance(tr.result, np.ndarray) else None
     result_bytes = result.nbytes if result is not None else 0
     narrow = narrowest_dtype(result) if result is not None else None
@@ -114,6 +114,27 @@ def build_model(tr: Trace, inputs: dict[str, np.ndarray]) -> Model:
                  bytes_inputs=bytes_inputs, result_bytes=result_bytes,
                  result_bytes_min=result_min, narrow_dtype=narrow, passes=len(ops),
                  temporaries=temporaries, bytes_one_pass=sum(needed), op_needed=needed)
+
+
+def _read_once(tr: Trace, inputs: dict[str, np.ndarray]) -> dict[int, int]:
+    """Per input array, the bytes of it the statement reads: all of it when an operation reads
+    it whole; through basic indexing, what the indexing selects (a row, a slice, one element),
+    at most the array once; nothing when it is only assigned into."""
+    whole: set[int] = set()
+    part: dict[int, int] = {}
+    for op in tr.ops:
+        target = op.args[0] if op.kind == "index" and op.args else None
+        basic = target is not None and len(op.args) > 1 and not advanced(op.args[1])
+        for a in op.inputs:
+            if basic and a is target:
+                if op.name == "getitem":
+                    r = op.result_array
+                    part[id(a)] = part.get(id(a), 0) + (r.nbytes if r is not None
+                                                         else a.itemsize)
+                continue
+            whole.add(id(a))
+    return {id(a): a.nbytes if id(a) in whole else min(a.nbytes, part.get(id(a), 0))
+            for a in inputs.values()}
 
 
 def _root(a: np.ndarray) -> np.ndarray:
@@ -151,6 +172,8 @@ def _fusable(op: Op) -> bool:
 
 def _reads_writes(op: Op) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """The arrays an operation reads, and the views it writes."""
+    if op.name == "getitem" and len(op.args) > 1 and not advanced(op.args[1]):
+        return [], []  # one element (a view is no operation)
     if op.name == "setitem":
         target, key = op.args[0], op.args[1]
         reads = [a for a in op.inputs if a is not target]

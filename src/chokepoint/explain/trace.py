@@ -364,6 +364,8 @@ class Tracer:
                     _selected_bytes(real_args[0], real_args[1]))
             if index_bytes is not None:
                 in_bytes, out_bytes = index_bytes
+            elif name == "getitem" and not results:  # one element: a[i, j]
+                in_bytes, out_bytes = real_args[0].itemsize, 0
         op = Op(name=name, func=func, args=real_args, kwargs=real_kwargs, inputs=inputs,
                 result=result, in_bytes=in_bytes, out_bytes=out_bytes,
                 allocates=allocates, is_view=is_view, seconds=seconds, kind=kind,

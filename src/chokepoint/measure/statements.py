@@ -134,7 +134,8 @@ class Statement:
         returning its value, as :mod:`timeit` compiles its statement (names it assigns are the
         function's locals; the namespace is not changed)."""
         with _nesting_guard(self.source):
-            code = compile(_function_module(self.tree), self.filename, "exec")
+            code = compile(_function_module(self.tree, _rebound(self.tree, namespace)),
+                           self.filename, "exec")
         scope: dict = {}
         exec(code, namespace, scope)
         return scope[_FUNCTION_NAME]
@@ -168,9 +169,20 @@ def _nesting_guard(text: str) -> Iterator[None]:
                           f"({type(exc).__name__}); {len(text)} characters") from None
 
 
-def _function_module(tree: ast.Module) -> ast.Module:
-    """A module defining a no-argument function whose body is ``tree``'s, returning the value
-    of a final expression (else None); ``tree`` is not changed."""
+def _rebound(tree: ast.Module, namespace: dict) -> list[str]:
+    """Names the code assigns that the namespace already has (``x = x * 2``): in a function
+    body they would be locals read before assignment."""
+    stored = {node.id for node in ast.walk(tree)
+              if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del))}
+    stored.update(node.target.id for node in ast.walk(tree)
+                  if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name))
+    return sorted(n for n in stored if n in namespace and n.isidentifier())
+
+
+def _function_module(tree: ast.Module, rebound: list[str] = ()) -> ast.Module:
+    """A module defining a function whose body is ``tree``'s, returning the value of a final
+    expression (else None); ``tree`` is not changed. Names in ``rebound`` are parameters that
+    default to the namespace's values, so the body starts from them as a cell would."""
     body = [copy.deepcopy(node) for node in tree.body]
     last = body[-1]
     if isinstance(last, ast.Expr):
@@ -178,7 +190,8 @@ def _function_module(tree: ast.Module) -> ast.Module:
     else:
         body.append(ast.copy_location(ast.Return(ast.Constant(None)), last))
     fdef = ast.FunctionDef(name=_FUNCTION_NAME, args=ast.arguments(
-        posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+        posonlyargs=[], args=[], kwonlyargs=[ast.arg(arg=n) for n in rebound],
+        kw_defaults=[ast.Name(id=n, ctx=ast.Load()) for n in rebound], defaults=[]),
         body=body, decorator_list=[], returns=None,
         **({"type_params": []} if sys.version_info >= (3, 12) else {}))
     ast.copy_location(fdef, tree.body[0])

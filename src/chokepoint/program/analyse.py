@@ -1,0 +1,350 @@
+"""The causes of one hot statement, measured on its replay (see :mod:`.replay`).
+
+Each cause is a :class:`Cause`: its kind, the seconds of the line it holds (per execution
+measured on the replay, times the executions the recording counted, never more than the line's
+recorded time), and the numbers behind it. The wording is written in
+:mod:`chokepoint.report.program`. Causes are handed the line's time once, in this order: fresh
+memory, BLAS threads, per-call and interpreter overhead, then what the operation probes of
+``explain`` found in what is left.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import math
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..explain.api import floor_of, measured_rewrite, probe_operations
+from ..explain.findings import derive_findings
+from ..explain.lines import line_rewrites
+from ..explain.model import build_model
+from ..explain.probes import ProbeSettings
+from ..explain.trace import Trace, trace
+from ..measure import statements as _statements
+from ..measure.roofline import Roofline
+from .record import LineStat
+from .replay import (
+    is_simple_name_assign,
+    paired,
+    prepare,
+    reused_memory,
+    reused_memory_available,
+    run_once,
+)
+
+__all__ = ["Cause", "LineAnalysis", "analyse_line", "call_cost"]
+
+#: new memory per execution from which the fresh-memory probe runs (below it, malloc reuses
+#: its own free lists and no page is faulted)
+FRESH_MIN_BYTES = 256 * 2**10
+#: the process's peak growing by this much during a line's first run, and that run taking
+#: FIRST_USE_RATIO times its replay, is memory used for the first time
+FIRST_USE_BYTES = 4 * 2**20
+FIRST_USE_RATIO = 1.3
+#: a rewrite is proposed when it measured at least this much faster than the line
+FASTER = 1.05
+#: the kinds a line-level probe measures; explain's per-operation rules for them are dropped
+LINE_KINDS = ("allocation", "temporaries", "blas-threads", "overhead")
+#: operations holding at least this share of a line's replayed time get explain's probes
+PROBED_SHARE = 0.1
+#: a NumPy call moving at most this many bytes is all fixed cost (its work is a few hundred
+#: elements: nanoseconds against the microsecond of dispatch)
+SMALL_CALL_BYTES = 8 * 1024
+
+
+@dataclass
+class Cause:
+    """One measured cause of a line's time."""
+
+    kind: str
+    seconds: float  # of the line's recorded time
+    numbers: dict = field(default_factory=dict)
+    evidence: str = ""  # explain's wording, for the per-operation kinds
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "seconds": self.seconds, **self.numbers,
+                **({"evidence": self.evidence} if self.evidence else {})}
+
+
+@dataclass
+class LineAnalysis:
+    """What the replay of one statement measured."""
+
+    replay_s: float  # per execution
+    ops_s: float  # per execution: its NumPy operations timed alone
+    calls: int  # operations per execution (views excluded)
+    bytes: int  # per execution: inputs once, needed writes once
+    flops: int
+    new_bytes: int  # per execution: new arrays
+    floor_s: float  # per execution
+    causes: list[Cause]
+    ruled_out: list[dict]
+    rewrite: dict | None
+    notes: list[str]
+    ops: list[dict]
+
+
+_CALL_COST: list[float] = []
+
+
+def call_cost() -> float:
+    """Seconds one NumPy call costs on one element here (a ufunc's fixed cost), measured once."""
+    if not _CALL_COST:
+        a = np.ones(1)
+        pair = paired(lambda: np.add(a, a), samples=5, target_s=0.002)
+        _CALL_COST.append(min(pair.base_s, pair.changed_s))
+    return _CALL_COST[0]
+
+
+def _syntax_steps(tree: ast.AST) -> int:
+    """Calls, subscripts, attribute reads and operators in a statement: the steps the
+    interpreter takes besides the NumPy calls themselves."""
+    return sum(isinstance(node, (ast.Call, ast.Subscript, ast.Attribute, ast.BinOp,
+                                 ast.UnaryOp, ast.Compare, ast.BoolOp))
+               for node in ast.walk(tree))
+
+
+def _expression(statement: _statements.Statement) -> _statements.Statement | None:
+    """The expression of ``name = expression`` or of an expression statement, as a
+    Statement at the same place (for the kernel and fuse rewrites)."""
+    if statement.is_expression:
+        return statement
+    if is_simple_name_assign(statement.tree) is None:
+        return None
+    value = statement.tree.body[0].value
+    text = ast.get_source_segment(statement.source, _shifted(value, statement.first_line))
+    if not text:
+        return None
+    try:
+        return _statements.Statement.parse(text, filename=statement.filename,
+                                           first_line=value.lineno)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _shifted(node: ast.AST, first_line: int) -> ast.AST:
+    """``node`` with line numbers relative to the statement's source (for
+    ``ast.get_source_segment``)."""
+    import copy
+
+    node = copy.copy(node)
+    node.lineno -= first_line - 1
+    node.end_lineno -= first_line - 1
+    return node
+
+
+class _Ledger:
+    """The line's seconds, handed out once."""
+
+    def __init__(self, seconds: float):
+        self.left = max(0.0, seconds)
+
+    def take(self, seconds: float) -> float:
+        taken = min(max(0.0, seconds), self.left)
+        self.left -= taken
+        return taken
+
+
+def _blas_limit():
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _blas_threads() -> int:
+    from threadpoolctl import threadpool_info
+
+    counts = [p.get("num_threads", 1) for p in threadpool_info() if p.get("user_api") == "blas"]
+    return max(counts, default=1)
+
+
+def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
+                 *, min_share_s: float = 0.0, rewrite: bool = True,
+                 deadline: float = math.inf) -> LineAnalysis:
+    """Replay ``stat`` and measure its causes.
+
+    Raises
+    ------
+    ReplayError
+        When it cannot be replayed (the message says why).
+    """
+    replay = prepare(stat)
+    st = replay.statement
+    line_s = stat.ns / 1e9
+    notes = list(replay.notes)
+
+    # what it does: its operations, their bytes and flops, traced on copies (the statement's
+    # first run alone: does it run, does it change what it reads?)
+    ns = replay.namespace()
+    inputs = replay.arrays(ns)
+    try:
+        with np.errstate(all="ignore"), _statements.preserved_rng():
+            tr = trace(st, ns, list(inputs))
+        if not replay.mutates:
+            replay.mutates = bool(_statements.mutated(replay.arrays(replay.pristine), ns))
+    except Exception:  # the tracer's wrappers refused: run it plain, and time it without ops
+        ns, _ = run_once(replay)
+        tr = Trace()
+        notes.append("its operations could not be traced (a library refused the tracer's "
+                     "wrapped arrays): timed as a whole")
+    if replay.mutates:
+        notes.append("it changes what it reads: each replay starts from the values it saw, "
+                      "restored outside the timed region")
+        ns = replay.namespace()
+        inputs = replay.arrays(ns)
+    fn = st.function(ns)
+    restore = replay.restorer(ns)
+    model = build_model(tr, inputs)
+    ops = [op for op in tr.ops if op.func is not None and not op.is_view]
+    new_bytes = sum(op.out_bytes for op in ops if op.allocates)
+    gemm = any(op.gemm for op in ops)
+    floor = floor_of(tr, model, roof)
+    nbytes = max(model.bytes_min, model.bytes_one_pass)
+    floor_s = max(roof.floor_seconds(nbytes), floor["compute_s"])
+
+    causes: list[Cause] = []
+    ruled: list[dict] = []
+    ledger = _Ledger(line_s)
+
+    # 1. as written, against the same with freed memory reused
+    fresh = new_bytes >= FRESH_MIN_BYTES and reused_memory_available()
+    with np.errstate(all="ignore"):
+        pair = paired(fn, fn, restore=restore, mutates=replay.mutates,
+                      enter=reused_memory if fresh else None)
+    replay_s = pair.base_s if fresh else min(pair.base_s, pair.changed_s)
+    if fresh:
+        kind = "temporaries" if model.temporaries else "allocation"
+        numbers = {"as_written_s": pair.base_s, "reused_s": pair.changed_s,
+                   "new_bytes": new_bytes, "temporaries_bytes": model.temporaries,
+                   "hits": stat.hits}
+        if pair.significant():
+            causes.append(Cause(kind, ledger.take(pair.saved_s * stat.hits), numbers))
+        else:
+            ruled.append({"kind": kind, **numbers})
+
+    # 1b. memory used for the first time: the program's first execution of the line grew the
+    # process (pages never touched before cost most on a VM); the replay reuses them
+    first_s = stat.first_ns / 1e9
+    if stat.peak_growth >= FIRST_USE_BYTES and first_s > FIRST_USE_RATIO * pair.base_s \
+            and first_s - pair.base_s > pair.noise_s():
+        causes.append(Cause("allocation", ledger.take(first_s - pair.base_s),
+                            {"first_run_s": first_s, "replay_s": pair.base_s,
+                             "peak_growth": stat.peak_growth, "hits": 1, "first_use": True}))
+
+    # 2. a matrix product with one BLAS thread
+    if gemm:
+        threads = _blas_threads()
+        if threads > 1:
+            with np.errstate(all="ignore"):
+                blas = paired(fn, fn, restore=restore, mutates=replay.mutates, enter=_blas_limit)
+            numbers = {"threads": threads, "all_threads_s": blas.base_s,
+                       "one_thread_s": blas.changed_s, "hits": stat.hits,
+                       "load": _load()}
+            if blas.saved_s > 0 and blas.significant():
+                causes.append(Cause("blas-threads", ledger.take(blas.saved_s * stat.hits),
+                                    numbers))
+            else:
+                ruled.append({"kind": "blas-threads", **numbers})
+
+    # 3. the value (for the rewrites), and a rewrite checked on it and timed against the line
+    result = None
+    expr = _expression(st)
+    if expr is not None:
+        with np.errstate(all="ignore"), contextlib.suppress(Exception):
+            result = expr.function(ns if not replay.mutates else replay.namespace())()
+    result = result if isinstance(result, np.ndarray) else None
+    found_rewrite, suggestion = None, None
+    if rewrite and expr is not None and result is not None and time.perf_counter() < deadline:
+        with np.errstate(all="ignore"), contextlib.suppress(Exception):
+            rns = ns if not replay.mutates else replay.namespace()
+            found_rewrite, suggestion = measured_rewrite(
+                expr, rns, replay.arrays(rns), result, replay_s, roof, settings.min_time, tr)
+    in_lines = []
+    if rewrite and tr.lines:
+        with np.errstate(all="ignore"), contextlib.suppress(Exception):
+            in_lines = line_rewrites(tr.lines, min_time=settings.min_time)
+    rewrite_out = _rewrite(found_rewrite, in_lines, replay_s, stat, line_s)
+
+    # 4. the operations alone (explain's per-operation probes on those that matter)
+    late = time.perf_counter() > deadline
+    with np.errstate(all="ignore"):
+        rows, _, evidence = probe_operations(tr, result, replay_s, roof, settings, model,
+                                             probed=2.0 if late else PROBED_SHARE)
+    if late:
+        notes.append("the probing budget was spent: its operations were timed, not probed")
+    ops_s = sum(r["time_s"] for r in rows if r["time_s"] > 0 and r["time_s"] == r["time_s"])
+
+    # 5. per-call and interpreter overhead: calls on small arrays whole, a fixed cost for the
+    # others, and the interpreter's work between them (bounded by the line's own syntax: time
+    # beyond it is untraced library code, not overhead)
+    cost = call_cost()
+    timed = [r for r in rows if r["time_s"] == r["time_s"] and r["time_s"] > 0]
+    small = [r for r in timed if r["in_bytes"] + r["out_bytes"] <= SMALL_CALL_BYTES]
+    per_call = sum(r["time_s"] for r in small) + cost * (len(timed) - len(small))
+    interpreter = min(max(0.0, replay_s - ops_s), 2 * cost * (_syntax_steps(st.tree) + 1))
+    overhead = min(replay_s, per_call + interpreter)
+    numbers = {"hits": stat.hits, "calls": len(timed), "small_calls": len(small),
+               "call_s": cost, "per_hit_s": replay_s, "work_s": max(0.0, replay_s - overhead),
+               "overhead_s": overhead,
+               "loop": f"{st.filename}:{stat.statement.loop}" if stat.statement.loop else None}
+    # as a share of the replay, applied to the line's time in the run: the same calls cost
+    # more there (other lines between them evict the interpreter's caches) but are no more
+    # work
+    fraction = overhead / replay_s if replay_s > 0 else 0.0
+    numbers["run_per_hit_s"] = line_s / max(stat.hits, 1)
+    if fraction > 0.1 and fraction * line_s > min_share_s:
+        causes.append(Cause("overhead", ledger.take(fraction * line_s), numbers))
+
+    # 6. what explain's rules find in the rest of the line's time
+    found, ruled_ops, _, _ = derive_findings(evidence, model, replay_s, roof,
+                                             rewrite=suggestion, peak_extra=None,
+                                             line_rewrites=in_lines)
+    # its shares are of the replayed time; the line-level causes took theirs first
+    rest = ledger.left / line_s if line_s > 0 else 0.0
+    for f in found:
+        if f.kind in LINE_KINDS:
+            continue
+        seconds = ledger.take(f.share * line_s * rest)
+        if seconds > 0:
+            causes.append(Cause(f.kind, seconds, {"hits": stat.hits}, evidence=f.evidence))
+    ruled.extend({"kind": r.kind, "evidence": r.evidence} for r in ruled_ops
+                 if r.kind not in LINE_KINDS)
+    causes.sort(key=lambda c: c.seconds, reverse=True)
+    return LineAnalysis(replay_s=replay_s, ops_s=ops_s, calls=len(ops), bytes=nbytes,
+                        flops=int(floor["flops"]), new_bytes=new_bytes, floor_s=floor_s,
+                        causes=causes, ruled_out=ruled, rewrite=rewrite_out, notes=notes,
+                        ops=[{k: r[k] for k in ("name", "time_s", "in_bytes", "out_bytes",
+                                                 "flops")} for r in rows])
+
+
+def _rewrite(found: dict | None, in_lines: list[dict], replay_s: float, stat: LineStat,
+             line_s: float) -> dict | None:
+    """The best measured rewrite of the line, with what it saves over the run."""
+    best = None
+    if found is not None and found["speedup"] >= FASTER:
+        best = {"code": found["statement"], "speedup": found["speedup"],
+                "measured_s": found["measured_s"], "values": found.get("values", ""),
+                "note": found.get("note", "")}
+    for r in in_lines:
+        if r.get("speedup", 0) >= FASTER and (best is None or r["speedup"] > best["speedup"]):
+            best = {"code": r["statement"], "speedup": r["speedup"],
+                    "measured_s": r["measured_s"], "values": r.get("values", ""),
+                    "note": r.get("note", "")}
+    if best is None:
+        return None
+    per_hit = replay_s - replay_s / best["speedup"]
+    best["saved_s"] = min(line_s, per_hit * stat.hits)
+    return best
+
+
+def _load() -> float | None:
+    """The machine's one-minute load average per core (None where unknown)."""
+    try:
+        return os.getloadavg()[0] / (os.cpu_count() or 1)
+    except (AttributeError, OSError):
+        return None

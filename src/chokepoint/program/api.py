@@ -1,0 +1,388 @@
+"""``chokepoint run`` and ``chokepoint.profile()``: a whole program, run once, its lines ranked
+by recoverable time, the causes of the top lines measured on their replays.
+
+The design is in ``docs/run.md``.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import runpy
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..explain.probes import ProbeSettings
+from ..measure.roofline import Roofline, roofline
+from .analyse import LineAnalysis, analyse_line
+from .record import LineStat, Recorder
+from .replay import ReplayError, release_heap
+
+__all__ = ["SCHEMA", "ProgramReport", "analyse_program", "profile", "run_program"]
+
+SCHEMA = 1
+#: the lines replayed are the slowest ones holding this share of the lines' time...
+COVER = 0.9
+#: ...at most this many
+MAX_LINES = 10
+#: lines under this share of the wall time are not replayed
+MIN_LINE_SHARE = 0.005
+#: a line's largest measured cause names the line when it holds this share of its time
+CAUSE_SHARE = 0.25
+#: probing stops starting new lines after this many seconds (``--budget``)
+BUDGET_S = 30.0
+#: how the per-operation probes time things in a run (shorter than explain's own)
+RUN_PROBES = ProbeSettings(min_time=0.01, repeats=3)
+
+
+@dataclass
+class ProgramReport:
+    """Where a program's time went. ``to_dict()`` is the JSON of ``chokepoint run --json``."""
+
+    program: str
+    argv: list[str]
+    exit_status: int
+    wall_s: float
+    recording_s: float
+    probing_s: float
+    machine: dict
+    lines: list[dict]
+    loops: list[dict] = field(default_factory=list)
+    error: str | None = None  # the program's exception, formatted
+    notes: list[str] = field(default_factory=list)
+    roof: Roofline | None = field(default=None, repr=False)
+
+    @property
+    def findings(self) -> list[dict]:
+        """Every measured cause of every line, as shares of the wall time, largest first."""
+        out = []
+        for line in self.lines:
+            for cause in line.get("causes", []):
+                share = cause["seconds"] / self.wall_s if self.wall_s > 0 else 0.0
+                out.append({"kind": cause["kind"], "share": share, "source": line["source"],
+                            **{k: v for k, v in cause.items() if k != "kind"}})
+        out.sort(key=lambda f: f["share"], reverse=True)
+        return out
+
+    @property
+    def unexplained_share(self) -> float:
+        """The share of the wall time that no measured cause holds."""
+        return max(0.0, 1.0 - sum(f["share"] for f in self.findings))
+
+    @property
+    def headline(self) -> dict:
+        top = self.lines[0] if self.lines else None
+        if top is None:
+            return {"source": None, "cause": None, "recoverable_s": 0.0, "rewrite": None}
+        return {"source": top["source"], "code": top["code"], "cause": top["cause"],
+                "recoverable_s": top["recoverable_s"], "time_s": top["time_s"],
+                "rewrite": top["rewrite"]}
+
+    def to_dict(self) -> dict:
+        """JSON-ready (schema 1, documented in docs/run.md)."""
+        return {"schema": SCHEMA, "program": self.program, "argv": self.argv,
+                "exit_status": self.exit_status, "wall_s": self.wall_s,
+                "overhead": {"recording_s": self.recording_s, "probing_s": self.probing_s},
+                "machine": self.machine, "lines": self.lines, "loops": self.loops,
+                "headline": self.headline, "findings": self.findings,
+                "unexplained_share": self.unexplained_share, "error": self.error,
+                "notes": self.notes}
+
+    def text(self, width: int | None = None) -> str:
+        from ..report.program import program_text
+
+        return program_text(self, width=width)
+
+    def to_html(self) -> str:
+        from ..report.program import program_html
+
+        return program_html(self)
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+def _display(filename: str) -> str:
+    """A file name as the user would type it: relative to the working directory when inside
+    it."""
+    if filename.startswith("<"):
+        return filename
+    try:
+        rel = os.path.relpath(filename)
+    except ValueError:
+        return filename
+    return filename if rel.startswith("..") else rel
+
+
+def _row(stat: LineStat, wall_s: float) -> dict:
+    st = stat.statement
+    time_s = stat.ns / 1e9
+    code = st.code.split("\n")[0] if st.code else ""
+    return {"source": f"{_display(st.filename)}:{st.line}", "code": code, "hits": stat.hits,
+            "time_s": time_s, "python_s": None, "bytes": 0, "flops": 0, "new_bytes": 0,
+            "floor_s": 0.0, "recoverable_s": time_s,
+            "share": time_s / wall_s if wall_s > 0 else 0.0, "cause": None, "rewrite": None,
+            "analysed": False, "why_not": None, "causes": [], "ruled_out": [], "notes": [],
+            "loop": f"{_display(st.filename)}:{st.loop}" if st.loop else None,
+            "_stat": stat}
+
+
+def _apply(row: dict, stat: LineStat, a: LineAnalysis) -> None:
+    hits = stat.hits
+    row.update(analysed=True, bytes=a.bytes * hits, flops=a.flops * hits,
+               new_bytes=a.new_bytes * hits, floor_s=min(row["time_s"], a.floor_s * hits),
+               python_s=min(row["time_s"], max(0.0, a.replay_s - a.ops_s) * hits),
+               replay_s=a.replay_s, causes=[c.to_dict() for c in a.causes],
+               ruled_out=a.ruled_out, rewrite=a.rewrite, notes=a.notes, ops=a.ops)
+    row["recoverable_s"] = max(0.0, row["time_s"] - row["floor_s"])
+    # a line's cause is its largest measured cause when that holds a good part of its time;
+    # a 5% finding is not what a 400 ms line is about
+    top = a.causes[0] if a.causes else None
+    row["cause"] = top.kind if top and top.seconds >= CAUSE_SHARE * row["time_s"] else None
+
+
+def _loop_header(row: dict, stat: LineStat) -> None:
+    """A loop's header holds the interpreter's work of looping: overhead, as recorded."""
+    row.update(analysed=True, python_s=row["time_s"], cause="overhead",
+               causes=[{"kind": "overhead", "seconds": row["time_s"], "hits": stat.hits,
+                        "header": True}])
+
+
+def _loops(rows: list[dict]) -> list[dict]:
+    """Each loop with its lines' time (nested loops included) and the overhead measured in
+    them."""
+    by_source = {r["source"]: r for r in rows}
+    loops: dict[str, dict] = {}
+    for r in rows:
+        seen, parent = set(), r["loop"] if r["_stat"].statement.kind not in (
+            "For", "AsyncFor", "While") else r["source"]
+        while parent and parent not in seen:
+            seen.add(parent)
+            header = by_source.get(parent)
+            entry = loops.setdefault(parent, {"source": parent, "code": header["code"] if
+                                              header else "", "iterations": header["hits"] if
+                                              header else 0, "time_s": 0.0, "overhead_s": 0.0,
+                                              "lines": 0})
+            entry["time_s"] += r["time_s"]
+            entry["overhead_s"] += sum(c["seconds"] for c in r["causes"]
+                                       if c["kind"] == "overhead")
+            entry["lines"] += 1
+            parent = header["loop"] if header else None
+    return sorted(loops.values(), key=lambda e: e["time_s"], reverse=True)
+
+
+def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_status: int,
+                    wall_s: float, roof: Roofline | None = None, budget_s: float = BUDGET_S,
+                    settings: ProbeSettings = RUN_PROBES, error: str | None = None,
+                    progress: Callable[[str], None] | None = None) -> ProgramReport:
+    """The report of a recorded run: every line's time, the slowest lines replayed and their
+    causes measured, within ``budget_s`` seconds of probing."""
+    start = time.perf_counter()
+    roof = roofline() if roof is None else roof
+    # the hook's own cost, taken out of each line's time (it lands in the line it interrupts)
+    cost_ns = recorder.hook_cost_ns()
+    for s in recorder.lines.values():
+        s.ns = max(0, int(s.ns - s.events * cost_ns))
+        s.first_ns = min(s.first_ns, s.ns)
+    stats = sorted(recorder.lines.values(), key=lambda s: s.ns, reverse=True)
+    lines_s = sum(s.ns for s in stats) / 1e9
+    rows = [_row(s, wall_s) for s in stats]
+    notes = []
+    covered, probed = 0.0, 0
+    deadline = start + budget_s
+    for row in rows:
+        stat = row["_stat"]
+        if stat.statement.kind in ("For", "AsyncFor", "While"):
+            _loop_header(row, stat)
+            continue
+        if (covered >= COVER * lines_s or probed >= MAX_LINES
+                or row["time_s"] < MIN_LINE_SHARE * wall_s):
+            row["why_not"] = "not among the slowest lines"
+            continue
+        covered += row["time_s"]
+        if time.perf_counter() > deadline:
+            row["why_not"] = f"not probed: the probing budget ({budget_s:g} s) was spent"
+            continue
+        probed += 1
+        if progress is not None:
+            progress(f"probing {row['source']} ({row['time_s'] * 1e3:.1f} ms, "
+                     f"{stat.hits} hits)")
+        began = time.perf_counter()
+        try:
+            # each line's own probes start within its share of the budget
+            line_deadline = min(deadline, began + max(1.0, budget_s / MAX_LINES))
+            _apply(row, stat, analyse_line(stat, roof, settings, min_share_s=0.01 * wall_s,
+                                           deadline=line_deadline))
+        except ReplayError as exc:
+            row["why_not"] = f"not replayed: {exc}"
+        except (Exception, SystemExit) as exc:  # one line's failure never loses the report
+            row["why_not"] = f"its replay failed: {type(exc).__name__}: {exc}"
+        row["probe_s"] = time.perf_counter() - began
+    release_heap()
+    loops = _loops(rows)
+    for row in rows:
+        row.pop("_stat")
+    rows.sort(key=lambda r: (r["recoverable_s"], r["time_s"]), reverse=True)
+    machine = roof.summary()
+    uncaptured = [r["source"] for r in rows if r["why_not"] and "budget" in r["why_not"]
+                  and "capture" in r["why_not"]]
+    if uncaptured:
+        notes.append(f"{len(uncaptured)} line(s) were over the capture budget: "
+                     + ", ".join(uncaptured[:5]))
+    return ProgramReport(program=program, argv=argv, exit_status=exit_status, wall_s=wall_s,
+                         recording_s=max(0.0, wall_s - lines_s), probing_s=time.perf_counter()
+                         - start, machine=machine, lines=rows, loops=loops, error=error,
+                         notes=notes, roof=roof)
+
+
+def _exit_status(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def run_program(target: str, args: list[str] | None = None, *, module: bool = False,
+                include: tuple[str, ...] = (), budget_s: float = BUDGET_S,
+                capture_bytes: int | None = None, roof: Roofline | None = None,
+                progress: Callable[[str], None] | None = None) -> ProgramReport:
+    """Run a program once, as ``__main__`` with ``argv = [target, *args]``, and report where
+    its time went.
+
+    Parameters
+    ----------
+    target : str
+        A script's path, or a module's name with ``module=True`` (``python -m``).
+    args : list of str
+        The program's arguments.
+    include : tuple of str
+        More paths whose code counts as the user's (site-packages and the standard library
+        are left out otherwise).
+    budget_s : float
+        Seconds of probing after the run, at most (a line under way finishes).
+    capture_bytes : int, optional
+        The most bytes of arrays kept for the replays (default: a quarter of the memory
+        available, at most 4 GiB).
+
+    Returns
+    -------
+    ProgramReport
+        Its ``exit_status`` is the program's (1 for an uncaught exception, whose traceback is
+        in ``error``).
+    """
+    args = list(args or [])
+    argv = [target, *args]
+    if not module and not os.path.exists(target):
+        raise FileNotFoundError(f"no such program: {target}")
+    recorder = Recorder(include=tuple(include) + ((os.path.dirname(os.path.abspath(target)),)
+                                                  if not module else ()),
+                        budget_bytes=capture_bytes or _default_capture_bytes())
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = argv
+    if not module:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
+    else:
+        sys.path.insert(0, os.getcwd())
+    status, error = 0, None
+    start = time.perf_counter()
+    recorder.start()
+    try:
+        if module:
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(target, run_name="__main__")
+    except SystemExit as exc:
+        recorder.stop()
+        status = _exit_status(exc)
+    except KeyboardInterrupt:
+        recorder.stop()
+        status, error = 130, "KeyboardInterrupt"
+    except BaseException:
+        recorder.stop()
+        status, error = 1, traceback.format_exc()
+    finally:
+        recorder.stop()
+        wall = time.perf_counter() - start
+        sys.argv, sys.path[:] = saved_argv, saved_path
+    sys.stdout.flush()
+    return analyse_program(recorder, program=target, argv=argv, exit_status=status, wall_s=wall,
+                           roof=roof, budget_s=budget_s, error=error, progress=progress)
+
+
+def _default_capture_bytes() -> int:
+    try:
+        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        available = 4 * 2**30
+    return int(min(4 * 2**30, available // 4))
+
+
+class profile:
+    """Profile a block or a function of a larger application, as ``chokepoint run`` does a
+    program.
+
+    ``with chokepoint.profile() as p: ...`` then ``p.report`` (a :class:`ProgramReport`); as a
+    decorator, ``@chokepoint.profile()``, each call is profiled and its report printed. The
+    text report goes to ``file`` (stderr) unless ``quiet``; ``json`` and ``html`` name files to
+    write.
+    """
+
+    def __init__(self, *, budget_s: float = BUDGET_S, include: tuple[str, ...] = (),
+                 quiet: bool = False, json: str | None = None, html: str | None = None,
+                 file=None):
+        self.budget_s = budget_s
+        self.include = include
+        self.quiet = quiet
+        self.json = json
+        self.html = html
+        self.file = file
+        self.report: ProgramReport | None = None
+        self._recorder: Recorder | None = None
+        self._start = 0.0
+        self._name = "<profile>"
+
+    def __enter__(self) -> profile:
+        frame = sys._getframe(1)
+        self._name = f"{_display(frame.f_code.co_filename)}:{frame.f_lineno}"
+        self._recorder = Recorder(include=self.include, budget_bytes=_default_capture_bytes())
+        self._start = time.perf_counter()
+        self._recorder.start()
+        self._recorder.adopt(frame)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._recorder.stop()
+        wall = time.perf_counter() - self._start
+        error = "".join(traceback.format_exception(exc_type, exc, tb)) if exc_type else None
+        self.report = analyse_program(self._recorder, program=self._name, argv=[],
+                                      exit_status=1 if exc_type else 0, wall_s=wall,
+                                      budget_s=self.budget_s, error=error)
+        self._emit()
+
+    def _emit(self) -> None:
+        import json as _json
+
+        if not self.quiet:
+            print(self.report.text(), file=self.file or sys.stderr)
+        if self.json:
+            with open(self.json, "w") as f:
+                _json.dump(self.report.to_dict(), f, indent=1, allow_nan=False, default=str)
+        if self.html:
+            with open(self.html, "w") as f:
+                f.write(self.report.to_html())
+
+    def __call__(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with profile(budget_s=self.budget_s, include=self.include, quiet=self.quiet,
+                         json=self.json, html=self.html, file=self.file) as p:
+                result = fn(*args, **kwargs)
+            wrapper.report = p.report
+            return result
+        return wrapper

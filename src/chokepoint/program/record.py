@@ -1,0 +1,454 @@
+"""The recording run: per statement of the user's code, its hits and its own time, and the values
+its first execution read.
+
+One ``sys.settrace`` hook. The global hook sees every call and traces only frames of the user's
+files (:func:`user_file`); library code (NumPy's Python functions, SciPy, the standard library)
+runs untraced, and its time stays with the user's line that called it. A line's time is its own:
+while a user function it called runs, the caller's clock is stopped, so the lines' times add up
+to the program's (less what the hook itself costs, which is reported, not hidden).
+
+Line events are mapped to the statement holding them (:class:`SourceMap`): a statement written
+over several lines is one row, at its first line; a loop's header is its own row, whose time is
+the interpreter's work of looping.
+
+At a statement's first execution the values it names are kept (:class:`Capture`), by reference:
+a copy of every array would cost as much as the program's own memory traffic. A fingerprint of
+each array is taken before and after that execution; a statement that changed what it read (an
+in-place update) is captured again, by copy, at its next execution, so that its replay starts
+from the values it saw. What was kept is bounded by a memory budget; a statement over it is not
+captured, and the report says so.
+"""
+
+from __future__ import annotations
+
+import ast
+import linecache
+import os
+import site
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Capture", "LineStat", "Recorder", "SourceMap", "Statement", "fingerprint",
+           "user_file"]
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: arrays this small are copied when captured (cheaper than a fingerprint, and exact)
+SMALL_COPY = 64 * 2**10
+#: elements sampled per array for the fingerprint of a large array
+SAMPLES = 64
+
+
+def _library_dirs() -> tuple[str, ...]:
+    dirs = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    dirs.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
+    if getattr(site, "ENABLE_USER_SITE", False) and site.getusersitepackages():
+        dirs.add(site.getusersitepackages())
+    dirs.add(_PACKAGE_DIR)
+    return tuple(sorted(os.path.realpath(d) + os.sep for d in dirs if d))
+
+
+_LIBRARY_DIRS = _library_dirs()
+
+
+def user_file(filename: str, include: tuple[str, ...] = ()) -> bool:
+    """Whether code from ``filename`` is the user's: a real file outside the standard library,
+    site-packages and chokepoint, or under one of ``include`` (absolute prefixes)."""
+    if not filename or filename.startswith("<"):
+        return filename.startswith("<ipython-input") or filename.startswith("<cell")
+    path = os.path.realpath(filename)
+    if any(path.startswith(p) for p in include):
+        return True
+    return not any(path.startswith(d) for d in _LIBRARY_DIRS)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement of the user's code (a row of the report)."""
+
+    filename: str
+    line: int  # its first line
+    end_line: int
+    kind: str  # the AST node's class name: "Assign", "Expr", "For", ...
+    names: tuple[str, ...]  # the names it reads (what a capture keeps)
+    code: str  # its source, one line per line (a compound statement: its header only)
+    loop: int | None = None  # the first line of the innermost loop holding it
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.filename, self.line
+
+    @property
+    def is_loop(self) -> bool:
+        return self.kind in ("For", "AsyncFor", "While")
+
+
+_COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try,
+             ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Match)
+if sys.version_info >= (3, 11):
+    _COMPOUND = (*_COMPOUND, ast.TryStar)
+
+
+def _read_names(node: ast.AST) -> tuple[str, ...]:
+    """Names a statement reads (a store into ``A[i]`` or ``A.x`` reads ``A``; an augmented
+    assignment reads its target)."""
+    names = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and not isinstance(sub.ctx, ast.Store):
+            names.add(sub.id)
+    if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+        names.add(node.target.id)
+    return tuple(sorted(names))
+
+
+def _header(node: ast.stmt) -> ast.AST | None:
+    """What a compound statement's header evaluates (a loop's iterable, a test)."""
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        return node.iter
+    if isinstance(node, (ast.While, ast.If)):
+        return node.test
+    return None
+
+
+class SourceMap:
+    """A file's lines mapped to the statements holding them."""
+
+    def __init__(self, filename: str):
+        self.filename = filename
+        self.statements: dict[int, Statement] = {}  # first line -> statement
+        self.line_to_first: dict[int, int] = {}
+        lines = linecache.getlines(filename)
+        try:
+            tree = ast.parse("".join(lines), filename=filename)
+        except (SyntaxError, ValueError, MemoryError, RecursionError):
+            return
+        self._walk(tree.body, lines, None)
+
+    def _walk(self, body: list[ast.stmt], lines: list[str], loop: int | None) -> None:
+        for node in body:
+            end = node.end_lineno or node.lineno
+            if isinstance(node, _COMPOUND):
+                inner = [n for field_ in ("body", "orelse", "finalbody", "handlers")
+                         for n in getattr(node, field_, []) or [] if isinstance(n, ast.AST)]
+                first_inner = min((n.lineno for n in inner), default=end + 1)
+                header_end = max(node.lineno, first_inner - 1)
+                header = _header(node)
+                names = _read_names(header) if header is not None else ()
+                code = "".join(lines[node.lineno - 1:header_end]).strip() if lines else ""
+                self._add(Statement(self.filename, node.lineno, header_end,
+                                    type(node).__name__, names, code, loop), header_end)
+                inner_loop = node.lineno if isinstance(
+                    node, (ast.For, ast.AsyncFor, ast.While)) else loop
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    inner_loop = None  # a function's body is not its definer's loop
+                for field_ in ("body", "orelse", "finalbody"):
+                    self._walk(getattr(node, field_, []) or [], lines, inner_loop)
+                for handler in getattr(node, "handlers", []) or []:
+                    self._walk(handler.body, lines, inner_loop)
+                for case in getattr(node, "cases", []) or []:
+                    self._walk(case.body, lines, inner_loop)
+            else:
+                code = "".join(lines[node.lineno - 1:end]).strip() if lines else ""
+                self._add(Statement(self.filename, node.lineno, end, type(node).__name__,
+                                    _read_names(node), code, loop), end)
+
+    def _add(self, statement: Statement, end: int) -> None:
+        self.statements[statement.line] = statement
+        for n in range(statement.line, end + 1):
+            self.line_to_first[n] = statement.line
+
+
+_CALIBRATION = "<chokepoint calibration>"
+_CALIBRATION_N = 20_000
+_CALIBRATION_CODE = """
+def loop(n):
+    x = 0
+    for i in range(n):
+        x += i
+        x -= 1
+    return x
+"""
+
+
+def _timed(loop) -> int:
+    start = time.perf_counter_ns()
+    loop(_CALIBRATION_N)
+    return time.perf_counter_ns() - start
+
+
+def _peak() -> int:
+    """The process's peak resident memory so far, in bytes (0 where unknown)."""
+    try:
+        import resource
+    except ImportError:
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+def fingerprint(value: np.ndarray) -> np.ndarray:
+    """A cheap summary of an array's values: a copy when small, else SAMPLES elements spread
+    over it (enough to see an update of a sizeable part of it)."""
+    if value.nbytes <= SMALL_COPY or value.size <= SAMPLES:
+        return value.copy()
+    index = np.linspace(0, value.size - 1, SAMPLES).astype(np.intp)
+    return np.asarray(value.flat[index]).copy()
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    try:
+        return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+    except TypeError:
+        return bool(np.array_equal(a, b))
+
+
+@dataclass
+class Capture:
+    """The values a statement read at one of its executions.
+
+    ``values`` holds the names it reads from its frame (locals first, then globals); arrays are
+    held by reference (``copied`` False) or as copies. ``prints`` are the arrays' fingerprints
+    when captured, to tell whether they changed afterwards.
+    """
+
+    values: dict[str, object]
+    globals: dict
+    copied: bool
+    nbytes: int
+    prints: dict[str, np.ndarray] = field(default_factory=dict)
+    hit: int = 1  # which execution of the statement
+
+    def changed_since(self) -> list[str]:
+        """Names of arrays whose values differ from their fingerprint now."""
+        if self.copied:
+            return []
+        return [name for name, fp in self.prints.items()
+                if not _same(fingerprint(self.values[name]), fp)]
+
+
+@dataclass
+class LineStat:
+    """What the recording measured of one statement."""
+
+    statement: Statement
+    hits: int = 0
+    ns: int = 0  # its own time, nanoseconds
+    capture: Capture | None = None
+    state: int = 0  # 0: capture wanted; 1: captured; 2: copy at next hit; 3: not captured
+    why_not: str = ""  # why it was not captured
+    mutates: bool = False  # its first execution changed what it read
+    events: int = 0  # calls of the hook that landed in its time (their cost is taken out)
+    first_ns: int = 0  # its first execution's own time
+    peak_growth: int = 0  # bytes the process's peak memory grew by during its first execution
+
+
+class Recorder:
+    """Runs code under the line hook. ``start()``/``stop()`` around the code; ``lines`` after.
+
+    Parameters
+    ----------
+    include : tuple of str
+        More path prefixes of the user's code.
+    budget_bytes : int
+        The most bytes of arrays the captures may hold.
+    """
+
+    def __init__(self, include: tuple[str, ...] = (), budget_bytes: int = 2 * 2**30):
+        self.include = tuple(os.path.realpath(p) for p in include)
+        self.budget_bytes = budget_bytes
+        self.held = 0
+        self.held_ids: set[int] = set()
+        self.lines: dict[tuple[str, int], LineStat] = {}
+        self.events = 0
+        self._maps: dict[str, SourceMap] = {}
+        self._user: dict[object, bool] = {}
+        self._stack: list[list] = []  # [frame, LineStat | None, raw line, t0, pending capture,
+        #  (ns, peak) at a first execution's start]
+        self._previous = None
+        self.wall_ns = 0
+        self._t0 = 0
+
+    # -- the hooks ------------------------------------------------------------------------------
+
+    def _is_user(self, code) -> bool:
+        user = self._user.get(code)
+        if user is None:
+            user = self._user[code] = (user_file(code.co_filename, self.include)
+                                       or code.co_filename == _CALIBRATION)
+        return user
+
+    def hook_cost_ns(self) -> float:
+        """Nanoseconds the hook adds to a line's own time per line event (the call into the
+        hook before it reads the clock), measured on a loop of trivial lines."""
+        scope: dict = {}
+        exec(compile(_CALIBRATION_CODE, _CALIBRATION, "exec"), scope)
+        loop = scope["loop"]
+        plain = min(_timed(loop) for _ in range(3))
+        costs = []
+        for _ in range(3):
+            probe = Recorder()
+            probe._user[loop.__code__] = True
+            probe.start()
+            loop(_CALIBRATION_N)
+            probe.stop()
+            events = sum(s.events for s in probe.lines.values())
+            lines_ns = sum(s.ns for s in probe.lines.values())
+            costs.append(max(0.0, (lines_ns - plain) / max(events, 1)))
+        return min(costs)
+
+    def _global(self, frame, event, arg):
+        if event != "call" or not self._is_user(frame.f_code):
+            return None
+        now = time.perf_counter_ns()
+        stack = self._stack
+        if stack:
+            top = stack[-1]
+            if top[1] is not None:
+                top[1].ns += now - top[3]
+                top[1].events += 1
+            self._finish(top)
+        stack.append([frame, None, -1, 0, None, None])
+        stack[-1][3] = time.perf_counter_ns()
+        return self._local
+
+    def _local(self, frame, event, arg):
+        now = time.perf_counter_ns()
+        stack = self._stack
+        if not stack or stack[-1][0] is not frame:
+            return self._local  # a frame resumed out of order (a generator closed late)
+        top = stack[-1]
+        stat = top[1]
+        if stat is not None:
+            stat.ns += now - top[3]
+        if event == "line":
+            self.events += 1
+            lineno = frame.f_lineno
+            smap = self._maps.get(frame.f_code.co_filename)
+            if smap is None:
+                smap = self._maps[frame.f_code.co_filename] = SourceMap(frame.f_code.co_filename)
+            first = smap.line_to_first.get(lineno, lineno)
+            if stat is not None:
+                stat.events += 1  # this call of the hook began in the previous line's time
+            if stat is None or stat.statement.line != first or lineno == top[2]:
+                self._finish(top)
+                key = (frame.f_code.co_filename, first)
+                stat = self.lines.get(key)
+                if stat is None:
+                    statement = smap.statements.get(first) or Statement(
+                        key[0], first, first, "", (), linecache.getline(key[0], first).strip())
+                    stat = self.lines[key] = LineStat(statement)
+                stat.hits += 1
+                top[1] = stat
+                if stat.hits == 1:
+                    top[5] = (stat.ns, _peak())
+                if stat.state in (0, 2):
+                    top[4] = self._capture(frame, stat)
+            top[2] = lineno
+        elif event == "return":
+            if stat is not None:
+                stat.events += 1
+            self._finish(top)
+            stack.pop()
+            if stack:
+                stack[-1][3] = time.perf_counter_ns()
+            return self._local
+        top[3] = time.perf_counter_ns()
+        return self._local
+
+    # -- captures -------------------------------------------------------------------------------
+
+    def _capture(self, frame, stat: LineStat) -> Capture | None:
+        names = stat.statement.names
+        if stat.statement.is_loop or stat.statement.kind in ("FunctionDef", "AsyncFunctionDef",
+                                                              "ClassDef", "Import", "ImportFrom"):
+            stat.state = 3
+            stat.why_not = "not replayable: a loop header, a definition or an import"
+            return None
+        copy = stat.state == 2
+        local_ns = frame.f_locals
+        global_ns = frame.f_globals
+        values: dict[str, object] = {}
+        new_bytes = 0
+        for name in names:
+            if name in local_ns:
+                value = local_ns[name]
+            elif name in global_ns:
+                value = global_ns[name]
+            else:
+                continue  # a builtin, or a name bound later
+            if isinstance(value, np.ndarray):
+                if copy or value.nbytes <= SMALL_COPY:
+                    value = value.copy()
+                    new_bytes += value.nbytes
+                elif id(value) not in self.held_ids:
+                    new_bytes += value.nbytes
+            values[name] = value
+        if self.held + new_bytes > self.budget_bytes:
+            stat.state = 3
+            stat.why_not = (f"over the capture budget ({new_bytes / 2**20:.0f} MiB more than the "
+                            f"{self.budget_bytes / 2**20:.0f} MiB left to it)")
+            return None
+        self.held += new_bytes
+        self.held_ids.update(id(v) for v in values.values() if isinstance(v, np.ndarray))
+        capture = Capture(values=values, globals=global_ns, copied=copy, nbytes=new_bytes,
+                          hit=stat.hits)
+        if not copy:
+            capture.prints = {n: fingerprint(v) for n, v in values.items()
+                              if isinstance(v, np.ndarray)}
+        stat.capture = capture
+        stat.state = 1
+        return capture
+
+    def _finish(self, top: list) -> None:
+        """At the end of a statement's execution: its first execution's time and memory; did
+        it change what its capture holds?"""
+        if top[5] is not None:
+            ns, peak = top[5]
+            top[5] = None
+            if top[1] is not None:
+                top[1].first_ns = top[1].ns - ns
+                top[1].peak_growth = _peak() - peak
+        capture = top[4]
+        if capture is None:
+            return
+        top[4] = None
+        stat = top[1]
+        if stat is None or capture.copied:
+            return
+        if capture.changed_since():
+            stat.mutates = True
+            stat.state = 2  # capture again, by copy, at the next execution
+            self.held -= capture.nbytes
+
+    # -- running --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._previous = sys.gettrace()
+        self._t0 = time.perf_counter_ns()
+        # only this thread: the lines' clocks are one stack (threads the program starts run
+        # untraced, and their time stays with the line that waits for them)
+        sys.settrace(self._global)
+
+    def adopt(self, frame) -> None:
+        """Trace an already running frame from its next line (a ``with profile():`` block)."""
+        if not self._is_user(frame.f_code):
+            return
+        self._stack.append([frame, None, -1, time.perf_counter_ns(), None, None])
+        frame.f_trace = self._local
+
+    def stop(self) -> None:
+        if self._t0 == 0 or self.wall_ns:
+            return  # not started, or stopped already
+        sys.settrace(self._previous)
+        now = time.perf_counter_ns()
+        while self._stack:  # frames left running (stop() called inside a traced function)
+            top = self._stack.pop()
+            if top[1] is not None:
+                top[1].ns += now - top[3]
+            self._finish(top)
+        self.wall_ns = now - self._t0

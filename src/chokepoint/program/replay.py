@@ -1,0 +1,301 @@
+"""Replaying one recorded statement on copies of what it read, and measuring its causes there.
+
+A replay never runs the program again and never touches the user's objects: the statement's
+captured values are copied (:func:`chokepoint.measure.statements.protected_copy`), and a
+statement that changes its inputs has them restored before every timed call, outside the timed
+region. Each probe times the statement as written against the statement with one thing
+changed, the two alternating (:func:`paired`):
+
+- ``fresh`` — the allocator keeps and reuses freed memory (glibc: no ``mmap`` for large blocks,
+  no trimming), so the line's new arrays land on pages already touched: what fresh memory (page
+  faults of new results and temporaries) costs the whole line;
+- ``blas`` — the BLAS library limited to one thread (threadpoolctl), for lines with a matrix
+  product;
+- the per-operation probes of ``explain`` (data-dependent, strided, conversions, threads...)
+  on the operations of the line that hold most of its time.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import ctypes
+import ctypes.util
+import gc
+import statistics
+import time
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..measure import statements as _statements
+from .record import LineStat, user_file
+
+__all__ = ["Pair", "Replay", "ReplayError", "paired", "prepare", "reused_memory", "run_once"]
+
+
+class ReplayError(RuntimeError):
+    """A statement cannot be replayed (why is the message)."""
+
+
+@dataclass
+class Pair:
+    """Two versions of a statement timed alternately: seconds per call of each."""
+
+    base: list[float]
+    changed: list[float]
+
+    @property
+    def base_s(self) -> float:
+        return statistics.median(self.base)
+
+    @property
+    def changed_s(self) -> float:
+        return statistics.median(self.changed)
+
+    @property
+    def saved_s(self) -> float:
+        return self.base_s - self.changed_s
+
+    def noise_s(self) -> float:
+        """The larger interquartile range of the two sides."""
+        def iqr(xs: list[float]) -> float:
+            if len(xs) < 4:
+                return max(xs) - min(xs)
+            q = statistics.quantiles(xs, n=4)
+            return q[2] - q[0]
+        return max(iqr(self.base), iqr(self.changed))
+
+    def significant(self, fraction: float = 0.1) -> bool:
+        """The change moved the median by more than ``fraction`` of it and by more than either
+        side's spread, and every changed sample beats the base's median (or loses to it)."""
+        saved = self.saved_s
+        if abs(saved) <= fraction * self.base_s or abs(saved) <= self.noise_s():
+            return False
+        if saved > 0:
+            return sorted(self.changed)[len(self.changed) * 3 // 4] < self.base_s
+        return sorted(self.changed)[len(self.changed) // 4] > self.base_s
+
+    def to_dict(self) -> dict:
+        return {"base_s": self.base_s, "changed_s": self.changed_s,
+                "samples": len(self.base)}
+
+
+# -- the statement as code ----------------------------------------------------------------------
+
+
+def replay_source(stat: LineStat) -> str:
+    """The code a replay runs: the statement, a ``return``'s value, an ``if``/``while`` test."""
+    st = stat.statement
+    if not st.code:
+        raise ReplayError("its source is not available")
+    kind = st.kind
+    if kind in ("Assign", "AugAssign", "AnnAssign", "Expr"):
+        return st.code
+    if kind == "Return":
+        text = st.code[len("return"):].strip()
+        if not text:
+            raise ReplayError("a bare return")
+        return text
+    if kind in ("If", "While"):
+        header = st.code.split("\n")[0]
+        keyword = "if" if kind == "If" else "while"
+        text = header[len(keyword):].rstrip().removesuffix(":").strip()
+        if text:
+            return text
+    raise ReplayError(f"a {kind or 'statement'} is not replayed on its own")
+
+
+@dataclass
+class Replay:
+    """A statement ready to run on copies of its captured values."""
+
+    statement: _statements.Statement
+    pristine: dict[str, object]  # the captured values (never handed out: only copies)
+    base: dict  # the frame's globals, shallow (functions, modules)
+    mutates: bool
+    notes: list[str] = field(default_factory=list)
+
+    def namespace(self) -> dict:
+        """A fresh namespace: copies of the captured values over the frame's globals."""
+        ns = dict(self.base)
+        for name, value in self.pristine.items():
+            ns[name] = _statements.protected_copy(name, value)
+        return ns
+
+    def arrays(self, ns: dict) -> dict[str, np.ndarray]:
+        return {k: v for k, v in ns.items() if k in self.pristine and isinstance(v, np.ndarray)
+                and v.size > 0}
+
+    def restorer(self, ns: dict) -> Callable[[], None]:
+        """A function putting the captured values back into ``ns``'s arrays in place (for a
+        statement that changes them), else a no-op."""
+        if not self.mutates:
+            return lambda: None
+        pairs = [(ns[k], v) for k, v in self.pristine.items()
+                 if isinstance(v, np.ndarray) and isinstance(ns.get(k), np.ndarray)]
+
+        def restore() -> None:
+            for target, value in pairs:
+                np.copyto(target, value)
+        return restore
+
+
+def prepare(stat: LineStat) -> Replay:
+    """The replay of a recorded statement, or ReplayError saying why there is none."""
+    capture = stat.capture
+    if capture is None:
+        raise ReplayError(stat.why_not or "its values were not captured")
+    source = replay_source(stat)
+    st = stat.statement
+    for name, value in capture.values.items():
+        if isinstance(value, types.FunctionType) and user_file(value.__code__.co_filename):
+            raise ReplayError(f"it calls your function {name}() (whose own lines are measured)")
+    try:
+        statement = _statements.Statement.parse(source, filename=st.filename,
+                                                first_line=st.line)
+    except (SyntaxError, ValueError) as exc:
+        raise ReplayError(f"it does not parse on its own ({exc})") from None
+    notes = []
+    changed = capture.changed_since()
+    if changed:
+        notes.append(f"replayed on the values at the end of the run: the program changed "
+                     f"{', '.join(changed)} after this line first ran")
+    # the captured values are read, never written: every namespace gets copies of them
+    return Replay(statement, dict(capture.values), capture.globals, stat.mutates, notes)
+
+
+def run_once(replay: Replay) -> tuple[dict, object]:
+    """Run the statement once on copies: its namespace afterwards and its value; whether it
+    changed its inputs is set on ``replay``. ReplayError when it raises."""
+    ns = replay.namespace()
+    try:
+        with np.errstate(all="ignore"), _statements.preserved_rng():
+            value = replay.statement.function(ns)()
+    except (Exception, SystemExit) as exc:
+        raise ReplayError(f"it raised {type(exc).__name__} when replayed alone: {exc}") from None
+    if not replay.mutates:
+        replay.mutates = bool(_statements.mutated(replay.arrays(replay.pristine), ns))
+    return ns, value
+
+
+# -- timing -------------------------------------------------------------------------------------
+
+
+def _calibrate(fn: Callable[[], object], restore: Callable[[], None], mutates: bool,
+               target_s: float) -> tuple[int, float]:
+    """Calls per sample (to last ``target_s``; one for a statement that changes its inputs)
+    and the seconds of one call."""
+    restore()
+    start = time.perf_counter()
+    fn()
+    one = time.perf_counter() - start
+    if mutates:
+        return 1, one
+    return max(1, min(10_000, int(target_s / max(one, 1e-7)))), one
+
+
+def paired(fn: Callable[[], object], changed: Callable[[], object] | None = None, *,
+           restore: Callable[[], None] = lambda: None, mutates: bool = False,
+           enter: Callable[[], contextlib.AbstractContextManager] | None = None,
+           samples: int = 7, target_s: float = 0.004) -> Pair:
+    """``fn`` and its changed version timed alternately, ``samples`` times each (the order
+    alternating A B, B A, ...), each sample the mean of enough calls to last ``target_s``; a
+    statement that changes its inputs is timed one call per sample, restored before each call
+    outside the timed region. ``enter`` is a context manager entered around the changed
+    version's calls (and their warm-up), when the change is a setting rather than code."""
+    enter = enter or contextlib.nullcontext
+    changed = changed or fn
+    sides = [(fn, contextlib.nullcontext), (changed, enter)]
+    restore()
+    fn()  # warm-up, both sides (the first touch of memory pays for both)
+    restore()
+    with enter():
+        changed()
+    loops, one = _calibrate(fn, restore, mutates, target_s)
+    if loops == 1:  # slow calls: fewer samples (a 100 ms product is steady within 3)
+        samples = min(samples, 5 if one < 0.03 else 3)
+    times: list[list[float]] = [[], []]
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        for i in range(samples):
+            for side in ((0, 1) if i % 2 == 0 else (1, 0)):
+                call, ctx = sides[side]
+                with ctx():
+                    total = 0.0
+                    for _ in range(loops):
+                        restore()
+                        start = time.perf_counter()
+                        call()
+                        total += time.perf_counter() - start
+                times[side].append(total / loops)
+    finally:
+        if gc_was:
+            gc.enable()
+    return Pair(times[0], times[1])
+
+
+# -- the allocator that keeps freed memory ------------------------------------------------------
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_MMAP_MAX = -1, -3, -4
+#: after the probe: where glibc's dynamic thresholds settle in a program freeing large arrays
+#: (mmap threshold at its 32 MiB maximum, trim threshold twice that), so that the statement
+#: as written keeps meeting the allocator it met in the program
+_SETTLED_MMAP, _SETTLED_TRIM, _DEFAULT_MMAP_MAX = 32 * 2**20, 64 * 2**20, 65536
+
+
+def _libc():
+    name = ctypes.util.find_library("c")
+    if not name:
+        return None
+    try:
+        libc = ctypes.CDLL(name)
+        libc.mallopt  # noqa: B018 - glibc only
+        libc.malloc_trim  # noqa: B018
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_LIBC = _libc()
+
+
+def reused_memory_available() -> bool:
+    """Whether the allocator can be told to keep freed memory (glibc)."""
+    return _LIBC is not None
+
+
+@contextlib.contextmanager
+def reused_memory() -> Iterator[None]:
+    """Inside, large blocks come from the heap and freed ones stay there: a new array lands on
+    pages already touched, as in a buffer allocated once and reused. glibc's defaults are set
+    as a program's dynamic thresholds settle on exit (``mallopt`` ends glibc's dynamic
+    adjustment: under ``profile()`` the application keeps these settled values)."""
+    if _LIBC is None:
+        raise ReplayError("the allocator is not glibc's: fresh memory cannot be told apart")
+    _LIBC.mallopt(_M_MMAP_MAX, 0)
+    _LIBC.mallopt(_M_TRIM_THRESHOLD, 2**30)
+    try:
+        yield
+    finally:
+        _LIBC.mallopt(_M_MMAP_MAX, _DEFAULT_MMAP_MAX)
+        _LIBC.mallopt(_M_MMAP_THRESHOLD, _SETTLED_MMAP)
+        _LIBC.mallopt(_M_TRIM_THRESHOLD, _SETTLED_TRIM)
+
+
+def release_heap() -> None:
+    """Give the heap's free memory back to the system (after the probes)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def is_simple_name_assign(tree: ast.Module) -> str | None:
+    """The target of ``name = expression`` (None otherwise)."""
+    if len(tree.body) == 1 and isinstance(tree.body[0], ast.Assign):
+        node = tree.body[0]
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            return node.targets[0].id
+    return None

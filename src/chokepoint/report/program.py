@@ -1,0 +1,269 @@
+"""The reports of ``chokepoint run``: the words for each measured cause (numbers in, sentences
+out), the text report and the HTML page."""
+
+from __future__ import annotations
+
+import html
+import linecache
+import math
+import shutil
+
+from ..measure.timer import format_seconds
+from .html import page
+
+__all__ = ["cause_evidence", "cause_suggestion", "json_ready", "program_html", "program_text"]
+
+#: lines shown in the text report's table (the rest collapsed into one row)
+SHOWN_LINES = 12
+
+
+def _ms(s: float | None) -> str:
+    return "-" if s is None else format_seconds(s)
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%" if x >= 0.01 or x == 0 else f"{100 * x:.1g}%"
+
+
+def cause_evidence(cause: dict) -> str:
+    """What was measured, in one sentence."""
+    kind = cause["kind"]
+    hits = cause.get("hits", 1)
+    per = f" ({hits} runs)" if hits > 1 else ""
+    if cause.get("first_use"):
+        return (f"its first run took {_ms(cause['first_run_s'])} and grew the process by "
+                f"{_mb(cause['peak_growth'])}; replayed on memory already used, "
+                f"{_ms(cause['replay_s'])}: {_ms(cause['seconds'])} went to pages used for "
+                "the first time")
+    if kind in ("allocation", "temporaries"):
+        what = ("its temporaries and result" if kind == "temporaries" and
+                cause.get("temporaries_bytes") else "its new arrays")
+        return (f"{_mb(cause['new_bytes'])} of new arrays per run: {_ms(cause['as_written_s'])} "
+                f"as written, {_ms(cause['reused_s'])} with freed memory reused{per}; "
+                f"the page faults of {what} cost {_ms(cause['seconds'])}")
+    if kind == "blas-threads":
+        load = cause.get("load")
+        busy = (f"; the machine was busy (load {load:.1f} per core)"
+                if load is not None and load > 0.5 else "")
+        return (f"the matrix product took {_ms(cause['all_threads_s'])} with "
+                f"{cause['threads']} BLAS threads and {_ms(cause['one_thread_s'])} with one"
+                f"{per}{busy}")
+    if kind == "overhead":
+        if cause.get("header"):
+            return (f"the interpreter's work of looping: {hits} iterations, "
+                    f"{_ms(cause['seconds'] / max(hits, 1))} each")
+        return (f"{hits} runs at {_ms(cause.get('run_per_hit_s', cause['per_hit_s']))} each "
+                f"({_ms(cause['per_hit_s'])} replayed), of which "
+                f"{_ms(cause['overhead_s'])} is interpreter and per-call overhead "
+                f"({cause['calls']} NumPy call(s) at about {_ms(cause['call_s'])} fixed cost "
+                f"each here) and {_ms(cause['work_s'])} the arrays' own work")
+    return cause.get("evidence", "")
+
+
+def cause_suggestion(cause: dict, line: dict) -> str:
+    """What to do about it."""
+    kind = cause["kind"]
+    if line.get("rewrite"):
+        r = line["rewrite"]
+        return f"{r['code']} ({r['speedup']:.1f}x faster, measured)"
+    if cause.get("first_use"):
+        return ("reuse arrays the program already has (out=, in-place operators) instead of "
+                "new ones, so that the process does not grow")
+    if kind in ("allocation", "temporaries"):
+        return ("allocate the result once outside the loop and write into it (out=), or fuse "
+                "the expression (chokepoint.fuse) so that no temporary is made")
+    if kind == "blas-threads":
+        return ("limit BLAS to one thread around this product (threadpoolctl."
+                "threadpool_limits(1)), or leave the other cores free")
+    if kind == "overhead":
+        if cause.get("header") or line.get("loop"):
+            return ("vectorise the loop: one NumPy call over all iterations instead of one "
+                    "per iteration")
+        return "batch the calls"
+    return ""
+
+
+def _rate(line: dict) -> str:
+    t = line["time_s"]
+    if not line.get("analysed") or t <= 0 or line.get("python_s") == t:
+        return ""
+    if line["flops"] and line["flops"] / t > 1e9 and line["bytes"] / t < 1e9:
+        return f"{line['flops'] / t / 1e9:.1f} GFLOP/s"
+    return f"{line['bytes'] / t / 1e9:.1f} GB/s" if line["bytes"] else ""
+
+
+def _cell(text: str, width: int) -> str:
+    text = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return text if len(text) <= width else text[:max(0, width - 3)] + "..."
+
+
+def _headline_lines(r) -> list[str]:
+    h = r.headline
+    if h["source"] is None:
+        return ["no line of your code ran under the recording (nothing to rank)"]
+    top = r.lines[0]
+    out = [f"headline: {h['source']}  {_cell(top['code'], 90)}",
+           f"  {_ms(top['time_s'])} ({_pct(top['share'])} of the run) in {top['hits']} runs; "
+           f"floor {_ms(top['floor_s']) if top['analysed'] else 'not measured'}; recoverable "
+           f"{_ms(top['recoverable_s'])}"]
+    for cause in top["causes"][:3]:
+        out.append(f"  {cause['kind']} ({_ms(cause['seconds'])}): {cause_evidence(cause)}")
+    if top["analysed"]:
+        left = top["time_s"] - sum(c["seconds"] for c in top["causes"])
+        if left > 0.25 * top["time_s"]:
+            out.append(f"  not explained: {_ms(left)} of its {_ms(top['time_s'])} (no probe "
+                       "measured a cause for it)")
+    loop = next((lp for lp in r.loops if top["loop"] == lp["source"]
+                 or top["source"] == lp["source"]), None)
+    if loop and top["cause"] == "overhead":
+        out.append(f"  the loop at {loop['source']} ran {loop['iterations']} times: "
+                   f"{_ms(loop['time_s'])}, of which {_ms(loop['overhead_s'])} measured as "
+                   "interpreter and per-call overhead")
+    if top["rewrite"]:
+        rw = top["rewrite"]
+        out.append(f"  rewrite: {rw['code']} -- {rw['speedup']:.1f}x faster on your values "
+                   f"({rw.get('values') or 'checked'}), saves {_ms(rw['saved_s'])}")
+    elif top["causes"] and (advice := cause_suggestion(top["causes"][0], top)):
+        out.append(f"  -> {advice}")
+    if top["why_not"]:
+        out.append(f"  ({top['why_not']})")
+    for note in top["notes"]:
+        out.append(f"  note: {note}")
+    return out
+
+
+def program_text(r, width: int | None = None) -> str:
+    """The text report (what ``chokepoint run`` prints on stderr)."""
+    width = width or shutil.get_terminal_size((120, 24)).columns
+    code_w = max(16, width - 88)
+    out = [f"chokepoint run {' '.join(r.argv) or r.program}: {_ms(r.wall_s)}, exit status "
+           f"{r.exit_status}; recording cost {_ms(r.recording_s)}, probing "
+           f"{_ms(r.probing_s)}", ""]
+    out += _headline_lines(r)
+    out += ["", f"{'line':<22} {'hits':>7} {'time':>9} {'share':>6} {'rate':>12} "
+            f"{'floor':>9} {'recover':>9} {'cause':<13} code"]
+    shown = r.lines[:SHOWN_LINES]
+    for line in shown:
+        out.append(f"{_cell(line['source'], 22):<22} {line['hits']:>7} "
+                   f"{_ms(line['time_s']):>9} {_pct(line['share']):>6} {_rate(line):>12} "
+                   f"{_ms(line['floor_s']) if line['analysed'] else '-':>9} "
+                   f"{_ms(line['recoverable_s']):>9} {line['cause'] or '-':<13} "
+                   f"{_cell(line['code'], code_w)}")
+    rest = r.lines[SHOWN_LINES:]
+    if rest:
+        out.append(f"({len(rest)} more lines: {_ms(sum(x['time_s'] for x in rest))})")
+    findings = r.findings
+    if findings:
+        out += ["", "measured causes (shares of the run):"]
+        for f in findings[:8]:
+            out.append(f"  {f['kind']:<15} {_pct(f['share']):>5}  {f['source']}")
+    out.append(f"not explained: {_pct(r.unexplained_share)} of the run (no measured cause: "
+               "time at the floor of lines not probed, Python in lines not replayed, the "
+               "recording's own cost)")
+    ruled = sum(len(line["ruled_out"]) for line in r.lines)
+    if ruled:
+        out.append(f"ruled out: {ruled} suspicion(s) measured and not confirmed (--json has "
+                   "their numbers)")
+    for note in r.notes:
+        out.append(f"note: {note}")
+    if r.error:
+        out += ["", "the program raised:", r.error.rstrip()]
+    return "\n".join(out)
+
+
+# -- JSON -----------------------------------------------------------------------------------------
+
+
+def json_ready(value):
+    """``value`` with NaN and infinities as None, tuples as lists, NumPy scalars as Python's
+    (strict JSON)."""
+    if isinstance(value, dict):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        try:
+            value = value.item()
+        except (TypeError, ValueError):
+            return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+# -- HTML -----------------------------------------------------------------------------------------
+
+
+def _e(value) -> str:
+    text = "".join(ch if ch.isprintable() or ch in "\n\t" else "\ufffd" for ch in str(value))
+    return html.escape(text, quote=True)
+
+
+def _source_blocks(r) -> str:
+    """The source around the hot lines, each line with a heat bar of its share."""
+    by_file: dict[str, dict[int, dict]] = {}
+    for line in r.lines:
+        name, _, number = line["source"].rpartition(":")
+        if number.isdigit():
+            by_file.setdefault(name, {})[int(number)] = line
+    parts = []
+    top = max((line["share"] for line in r.lines), default=0) or 1.0
+    for name, rows in by_file.items():
+        hot = sorted(rows, key=lambda n: rows[n]["share"], reverse=True)[:8]
+        if not hot or rows[hot[0]]["share"] < 0.01:
+            continue
+        first, last = max(1, min(hot) - 3), max(hot) + 3
+        body = []
+        for n in range(first, last + 1):
+            text = linecache.getline(name, n).rstrip("\n")
+            if not text and n > max(hot):
+                break
+            row = rows.get(n)
+            bar = (f'<span class="share" style="width:{60 * row["share"] / top:.1f}px"></span>'
+                   if row else "")
+            info = (f'{_e(_ms(row["time_s"]))} {_e(_pct(row["share"]))}'
+                    f'{" " + _e(row["cause"]) if row["cause"] else ""}' if row else "")
+            body.append(f'<tr><td>{n}</td><td class="text">{bar}</td><td>{info}</td>'
+                        f'<td class="text"><code>{_e(text)}</code></td></tr>')
+        parts.append(f"<h3><code>{_e(name)}</code></h3><table>{''.join(body)}</table>")
+        if len(parts) >= 4:
+            break
+    return "".join(parts)
+
+
+def program_html(r) -> str:
+    """A self-contained page: headline and rewrite first, the lines table, the source of the
+    hot functions with a heat bar per line, the measured causes."""
+    head = "".join(f"<div>{_e(t)}</div>" for t in _headline_lines(r))
+    rows = []
+    for line in r.lines[:40]:
+        rows.append(
+            "<tr>" + "".join(f"<td>{_e(v)}</td>" for v in (
+                line["source"], line["hits"], _ms(line["time_s"]), _pct(line["share"]),
+                _rate(line), _ms(line["floor_s"]) if line["analysed"] else "-",
+                _ms(line["recoverable_s"]), line["cause"] or "-"))
+            + f'<td class="text"><code>{_e(line["code"])}</code></td></tr>')
+    header = "".join(f"<th>{h}</th>" for h in ("line", "hits", "time", "share", "rate",
+                                               "floor", "recoverable", "cause"))
+    causes = "".join(
+        f'<div class="finding"><b>{_e(f["kind"])}</b> {_e(_pct(f["share"]))} at '
+        f'<code>{_e(f["source"])}</code>: {_e(cause_evidence(f))}</div>'
+        for f in r.findings[:12])
+    body = (f"<h1>chokepoint run <code>{_e(' '.join(r.argv) or r.program)}</code></h1>"
+            f'<p class="machine">{_e(_ms(r.wall_s))}, exit status {r.exit_status}; '
+            f"recording cost {_e(_ms(r.recording_s))}, probing {_e(_ms(r.probing_s))}; "
+            f"{_e(r.machine.get('cpu', ''))}</p>"
+            f'<div class="finding">{head}</div>'
+            f"<h2>Lines, by recoverable time</h2><table><tr>{header}"
+            f'<th class="text">code</th></tr>{"".join(rows)}</table>'
+            f"<h2>Measured causes</h2>{causes or '<p>none</p>'}"
+            f"<p>Not explained: {_e(_pct(r.unexplained_share))} of the run.</p>"
+            f"<h2>Source</h2>{_source_blocks(r)}"
+            + (f"<h2>The program raised</h2><pre>{_e(r.error)}</pre>" if r.error else ""))
+    return page(f"chokepoint run {r.program}", body)
