@@ -25,6 +25,9 @@ _LAZY = {
     "Explanation": ("chokepoint.explain", "Explanation"),
     "Roofline": ("chokepoint.measure.roofline", "Roofline"),
     "fuse": ("chokepoint.fuse", "fuse"),
+    "profile": ("chokepoint.program", "profile"),
+    "run_program": ("chokepoint.program", "run_program"),
+    "ProgramReport": ("chokepoint.program", "ProgramReport"),
 }
 
 
@@ -51,6 +54,7 @@ __all__ = sorted([
     "Explanation",
     "Measurement",
     "PackedMask",
+    "ProgramReport",
     "RaceResult",
     "Roofline",
     "__version__",
@@ -58,9 +62,11 @@ __all__ = sorted([
     "fuse",
     "get_backend",
     "load_ipython_extension",
+    "profile",
     "measure",
     "race",
     "roofline",
+    "run_program",
     "set_backend",
     *_NAMES,
 ])

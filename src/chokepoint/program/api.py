@@ -6,7 +6,9 @@ The design is in ``docs/run.md``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import os
 import runpy
 import sys
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ..explain.probes import ProbeSettings
 from ..measure.roofline import Roofline, roofline
+from ..measure.statements import preserved_rng
 from .analyse import LineAnalysis, analyse_line
 from .record import LineStat, Recorder
 from .replay import ReplayError, release_heap
@@ -211,11 +214,14 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
             progress(f"probing {row['source']} ({row['time_s'] * 1e3:.1f} ms, "
                      f"{stat.hits} hits)")
         began = time.perf_counter()
+        # each line's own probes start within its share of the budget
+        line_deadline = min(deadline, began + max(1.0, budget_s / MAX_LINES))
         try:
-            # each line's own probes start within its share of the budget
-            line_deadline = min(deadline, began + max(1.0, budget_s / MAX_LINES))
-            _apply(row, stat, analyse_line(stat, roof, settings, min_share_s=0.01 * wall_s,
-                                           deadline=line_deadline))
+            # a replay prints nothing and leaves the random generators as they were
+            with contextlib.redirect_stdout(io.StringIO()), preserved_rng():
+                _apply(row, stat, analyse_line(stat, roof, settings,
+                                               min_share_s=0.01 * wall_s,
+                                               deadline=line_deadline))
         except ReplayError as exc:
             row["why_not"] = f"not replayed: {exc}"
         except (Exception, SystemExit) as exc:  # one line's failure never loses the report

@@ -33,7 +33,8 @@ import numpy as np
 from ..measure import statements as _statements
 from .record import LineStat, user_file
 
-__all__ = ["Pair", "Replay", "ReplayError", "paired", "prepare", "reused_memory", "run_once"]
+__all__ = ["Pair", "Replay", "ReplayError", "paired", "prepare", "reused_memory", "run_once",
+           "side_effect"]
 
 
 class ReplayError(RuntimeError):
@@ -143,6 +144,54 @@ class Replay:
         return restore
 
 
+#: calls a replay must not make again: output, files, processes, the interpreter's state
+SIDE_EFFECT_NAMES = frozenset({"print", "open", "input", "exec", "eval", "compile", "exit",
+                               "quit", "breakpoint", "__import__", "help", "setattr",
+                               "delattr", "globals", "locals", "vars"})
+SIDE_EFFECT_METHODS = frozenset({"save", "savez", "savez_compressed", "savetxt", "tofile",
+                                 "write", "writelines", "write_text", "write_bytes", "flush",
+                                 "close", "dump", "unlink", "remove", "rmdir", "mkdir",
+                                 "makedirs", "rename", "system", "Popen", "sleep", "send",
+                                 "sendall", "put", "append", "extend", "insert", "pop",
+                                 "update", "clear", "setdefault", "add", "discard"})
+SIDE_EFFECT_MODULES = frozenset({"os", "sys", "shutil", "subprocess", "socket", "time",
+                                 "pathlib", "logging", "pickle", "json", "threading",
+                                 "multiprocessing", "signal", "requests", "urllib"})
+
+
+#: modules whose functions compute (np.add is no set's add); their I/O is in SIDE_EFFECT_ARRAY
+ARRAY_MODULES = frozenset({"np", "numpy", "scipy", "sp", "torch", "cp", "cupy", "ne",
+                           "numexpr", "chokepoint", "math"})
+SIDE_EFFECT_ARRAY = frozenset({"save", "savez", "savez_compressed", "savetxt", "tofile"})
+
+
+def side_effect(tree: ast.AST) -> str | None:
+    """What a statement does besides computing (a call that prints, writes a file, sleeps,
+    changes a container), or None: such a statement is not replayed."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Global, ast.Nonlocal, ast.Delete, ast.Yield, ast.YieldFrom,
+                             ast.Await, ast.Import, ast.ImportFrom)):
+            return type(node).__name__.lower()
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in SIDE_EFFECT_NAMES:
+            return f"{func.id}()"
+        if isinstance(func, ast.Attribute):
+            base = func.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in SIDE_EFFECT_MODULES:
+                return f"{base.id}.{func.attr}()"
+            if isinstance(base, ast.Name) and base.id in ARRAY_MODULES:
+                if func.attr in SIDE_EFFECT_ARRAY:
+                    return f"{base.id}.{func.attr}()"
+                continue  # np.add is no set's add
+            if func.attr in SIDE_EFFECT_METHODS:
+                return f".{func.attr}()"
+    return None
+
+
 def prepare(stat: LineStat) -> Replay:
     """The replay of a recorded statement, or ReplayError saying why there is none."""
     capture = stat.capture
@@ -158,6 +207,9 @@ def prepare(stat: LineStat) -> Replay:
                                                 first_line=st.line)
     except (SyntaxError, ValueError) as exc:
         raise ReplayError(f"it does not parse on its own ({exc})") from None
+    effect = side_effect(statement.tree)
+    if effect is not None:
+        raise ReplayError(f"it has effects besides computing ({effect}): run once only")
     notes = []
     changed = capture.changed_since()
     if changed:

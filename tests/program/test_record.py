@@ -1,0 +1,128 @@
+"""The recording run: statements, hits, own time, captures (no timing asserted)."""
+
+import sys
+import textwrap
+
+import numpy as np
+
+from chokepoint.program.record import Recorder, SourceMap, fingerprint, user_file
+
+
+def _write(tmp_path, source: str, name: str = "prog.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def _record(path, include=()):
+    scope = {"__name__": "__main__"}
+    code = compile(path.read_text(), str(path), "exec")
+    recorder = Recorder(include=include)
+    recorder.start()
+    try:
+        exec(code, scope)
+    finally:
+        recorder.stop()
+    return recorder, scope
+
+
+def test_a_statement_over_several_lines_is_one_row_at_its_first_line(tmp_path):
+    path = _write(tmp_path, """\
+        import numpy as np
+        x = np.add(1,
+                   2)
+        for i in range(3):
+            y = (x +
+                 i)
+        """)
+    smap = SourceMap(str(path))
+    assert smap.line_to_first[3] == 2
+    assert smap.line_to_first[6] == 5
+    assert smap.statements[4].is_loop
+    assert smap.statements[5].loop == 4
+    assert smap.statements[5].names == ("i", "x")
+
+
+def test_hits_count_each_execution_and_a_loop_header_its_iterations(tmp_path):
+    path = _write(tmp_path, """\
+        total = 0
+        for i in range(5):
+            total = total + i
+        """)
+    recorder, _ = _record(path)
+    rows = {line: stat for (_, line), stat in recorder.lines.items()}
+    assert rows[3].hits == 5
+    assert rows[2].hits == 6  # five iterations and the exhausted range
+    assert rows[1].hits == 1
+
+
+def test_a_callers_line_does_not_count_the_time_of_the_lines_it_calls(tmp_path):
+    path = _write(tmp_path, """\
+        import time
+        def slow():
+            time.sleep(0.05)
+        slow()
+        """)
+    recorder, _ = _record(path)
+    rows = {line: stat for (_, line), stat in recorder.lines.items()}
+    assert rows[3].ns >= 0.04e9  # the sleep: library code, counted in the line calling it
+    assert rows[4].ns < 0.5 * rows[3].ns  # the call's line: its own time only
+
+
+def test_the_first_execution_is_captured_and_an_in_place_update_recaptured_by_copy(tmp_path):
+    path = _write(tmp_path, """\
+        import numpy as np
+        B = np.linspace(-1, 1, 100_000)
+        for _ in range(2):
+            B[B < 0] = 0
+        """)
+    recorder, scope = _record(path)
+    stat = recorder.lines[(str(path), 4)]
+    assert stat.mutates
+    assert stat.capture.copied and stat.capture.hit == 2  # the values the second run saw
+    assert stat.capture.values["B"] is not scope["B"]
+    assert (stat.capture.values["B"] >= 0).all()  # after the first run's update
+
+
+def test_a_capture_beyond_the_budget_is_refused_and_says_so(tmp_path):
+    path = _write(tmp_path, """\
+        import numpy as np
+        A = np.ones(1_000_000)
+        C = A + 1
+        """)
+    scope = {"__name__": "__main__"}
+    recorder = Recorder(budget_bytes=1000)
+    recorder.start()
+    exec(compile(path.read_text(), str(path), "exec"), scope)
+    recorder.stop()
+    stat = recorder.lines[(str(path), 3)]
+    assert stat.capture is None and "budget" in stat.why_not
+
+
+def test_library_code_is_not_the_users():
+    assert not user_file(np.__file__)
+    assert not user_file(sys.modules["json"].__file__ if "json" in sys.modules
+                         else __import__("json").__file__)
+    assert user_file(__file__)
+
+
+def test_a_fingerprint_sees_a_large_update_and_copies_small_arrays():
+    a = np.arange(1_000_000, dtype=float)
+    before = fingerprint(a)
+    a[a > 10] = 0
+    assert not np.array_equal(before, fingerprint(a))
+    small = np.arange(10.0)
+    assert np.array_equal(fingerprint(small), small)
+
+
+def test_statements_with_effects_besides_computing_are_not_replayed():
+    import ast
+
+    from chokepoint.program.replay import side_effect
+
+    for code in ("print(x)", "L.append(x)", "np.save('f.npy', x)", "f.write(s)",
+                 "os.remove(p)", "time.sleep(1)", "x.tofile('f')"):
+        assert side_effect(ast.parse(code)) is not None, code
+    for code in ("np.add(a, b, out=c)", "y = x.sum()", "self.W -= lr * g", "B[B < 0] = 0",
+                 "h = np.tanh(X @ W + b)"):
+        assert side_effect(ast.parse(code)) is None, code

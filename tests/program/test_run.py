@@ -1,0 +1,179 @@
+"""``chokepoint run`` and ``profile()`` on small programs: the program runs once, as itself,
+and the causes whose effects are large on any machine are named."""
+
+import json
+import math
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from chokepoint.program import SCHEMA, profile, run_program
+from chokepoint.report.program import cause_evidence, json_ready
+
+
+def _program(tmp_path, source: str, name: str = "prog.py") -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return str(path)
+
+
+def test_the_program_runs_once_as_main_with_its_argv_and_its_exit_status(tmp_path, roof,
+                                                                       capsys):
+    counter = tmp_path / "runs.txt"
+    path = _program(tmp_path, f"""\
+        import sys
+        with open({str(counter)!r}, "a") as f:
+            f.write("ran\\n")
+        print("hello", __name__, sys.argv[1:])
+        sys.exit(3)
+        """)
+    report = run_program(path, ["a", "--b"], roof=roof, budget_s=2)
+    assert counter.read_text() == "ran\n"  # once: the replays never run the program again
+    assert capsys.readouterr().out == "hello __main__ ['a', '--b']\n"
+    assert report.exit_status == 3
+    assert report.argv == [path, "a", "--b"]
+
+
+def test_an_exception_is_reported_after_the_report_and_gives_status_1(tmp_path, roof):
+    path = _program(tmp_path, """\
+        import numpy as np
+        x = np.ones(10)
+        raise ValueError("boom")
+        """)
+    report = run_program(path, roof=roof, budget_s=2)
+    assert report.exit_status == 1
+    assert "ValueError: boom" in report.error
+    assert report.text().rstrip().endswith("ValueError: boom")
+
+
+def test_a_loop_of_small_calls_is_per_call_overhead(tmp_path, roof):
+    path = _program(tmp_path, """\
+        import numpy as np
+        x = np.random.default_rng(0).random((20000, 4))
+        y = np.empty(20000)
+        for i in range(20000):
+            y[i] = np.sum(x[i])
+        """)
+    report = run_program(path, roof=roof, budget_s=10)
+    top = report.lines[0]
+    assert top["source"].endswith("prog.py:5")
+    assert top["cause"] == "overhead"
+    assert report.headline["source"] == top["source"]
+    overhead = sum(c["seconds"] for c in top["causes"] if c["kind"] == "overhead")
+    assert overhead > 0.5 * top["time_s"]
+    loop = next(lp for lp in report.loops if lp["source"].endswith("prog.py:4"))
+    assert loop["iterations"] == 20001
+
+
+def test_a_chain_of_fresh_temporaries_is_fresh_memory_with_a_fused_rewrite(tmp_path, roof):
+    # 48 MB arrays: new memory on every run of the line (glibc maps blocks over 32 MiB)
+    path = _program(tmp_path, """\
+        import numpy as np
+        A = np.random.default_rng(0).random(6_000_000)
+        for _ in range(4):
+            B = np.sqrt(A * A + 1.0)
+        """)
+    report = run_program(path, roof=roof, budget_s=20)
+    top = report.lines[0]
+    assert top["source"].endswith("prog.py:4")
+    kinds = {c["kind"] for c in top["causes"]}
+    assert kinds & {"allocation", "temporaries"}, top["causes"]
+    assert top["rewrite"] is not None and "chokepoint.fuse" in top["rewrite"]["code"]
+    assert top["rewrite"]["speedup"] > 1.5
+
+
+def test_the_json_is_strict_ranked_and_its_shares_add_up(tmp_path, roof):
+    path = _program(tmp_path, """\
+        import numpy as np
+        X = np.random.default_rng(1).random((400, 400))
+        for _ in range(3):
+            Y = np.exp(X) + X
+        W = X @ X
+        """)
+    report = run_program(path, roof=roof, budget_s=10)
+    data = json.loads(json.dumps(json_ready(report.to_dict()), allow_nan=False))
+    assert data["schema"] == SCHEMA
+    for key in ("program", "argv", "exit_status", "wall_s", "overhead", "machine", "lines",
+                "headline", "findings", "unexplained_share"):
+        assert key in data
+    recoverable = [line["recoverable_s"] for line in data["lines"]]
+    assert recoverable == sorted(recoverable, reverse=True)
+    assert data["headline"]["source"] == data["lines"][0]["source"]
+    assert sum(f["share"] for f in data["findings"]) <= 1 + 1e-9
+    assert 0 <= data["unexplained_share"] <= 1
+    for line in data["lines"]:
+        assert line["floor_s"] <= line["time_s"] + 1e-12
+        assert sum(c["seconds"] for c in line["causes"]) <= line["time_s"] * (1 + 1e-9)
+
+
+def test_profile_records_the_lines_of_a_with_block(roof, monkeypatch):
+    import numpy as np
+
+    import chokepoint.program.api as api
+
+    monkeypatch.setattr(api, "roofline", lambda: roof)
+    x = np.ones(1000)
+    with profile(quiet=True, budget_s=2) as p:
+        total = 0.0
+        for _ in range(200):
+            total += float(np.sum(x))
+    assert total == 200_000.0
+    sources = {line["source"].rsplit(":", 1)[0] for line in p.report.lines}
+    assert any(s.endswith("test_run.py") for s in sources)
+    assert max(line["hits"] for line in p.report.lines) >= 200
+
+
+def test_the_cli_leaves_stdout_to_the_program_and_writes_json_where_it_was_asked(
+        tmp_path, cached_roof):
+    path = _program(tmp_path, """\
+        import os
+        import numpy as np
+        print("out of the program")
+        os.chdir(os.path.dirname(os.path.abspath(__file__)) + "/elsewhere")
+        x = np.ones(100) * 2
+        """)
+    (tmp_path / "elsewhere").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "chokepoint", "run", "--budget", "2",
+                           "--json", "r.json", path, "arg"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "out of the program\n"
+    assert "headline:" in proc.stderr
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["argv"][1:] == ["arg"]
+
+
+def test_the_cli_returns_the_programs_status_and_refuses_a_missing_file(tmp_path,
+                                                                     cached_roof):
+    path = _program(tmp_path, "import sys\nsys.exit(4)\n")
+    run = [sys.executable, "-m", "chokepoint", "run", "--budget", "1"]
+    assert subprocess.run([*run, path], capture_output=True, timeout=300).returncode == 4
+    missing = subprocess.run([*run, str(tmp_path / "nope.py")], capture_output=True,
+                             text=True, timeout=300)
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+@pytest.mark.parametrize("cause, words", [
+    ({"kind": "overhead", "seconds": 0.1, "hits": 1000, "per_hit_s": 2e-6,
+      "run_per_hit_s": 3e-6, "overhead_s": 1.8e-6, "calls": 2, "call_s": 4e-7,
+      "work_s": 2e-7}, ["1000 runs at 3 us", "2 NumPy call(s)"]),
+    ({"kind": "blas-threads", "seconds": 0.05, "hits": 1, "threads": 8,
+      "all_threads_s": 0.069, "one_thread_s": 0.0116, "load": 1.2},
+     ["8 BLAS threads", "11.6 ms with one", "busy"]),
+    ({"kind": "allocation", "seconds": 0.6, "hits": 1, "first_use": True, "first_run_s": 0.7,
+      "replay_s": 0.1, "peak_growth": 320e6}, ["320.0 MB", "first time"]),
+    ({"kind": "temporaries", "seconds": 0.01, "hits": 5, "new_bytes": 48e6,
+      "temporaries_bytes": 32e6, "as_written_s": 0.004, "reused_s": 0.002},
+     ["48.0 MB of new arrays", "4 ms as written", "2 ms with freed memory reused"]),
+])
+def test_each_cause_is_worded_from_its_numbers(cause, words):
+    text = cause_evidence(cause)
+    for w in words:
+        assert w in text
+
+
+def test_json_ready_turns_nan_and_infinities_into_null():
+    assert json_ready({"a": math.nan, "b": [math.inf, 1.0], "c": (1, 2)}) == {
+        "a": None, "b": [None, 1.0], "c": [1, 2]}
