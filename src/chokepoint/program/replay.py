@@ -192,6 +192,34 @@ def side_effect(tree: ast.AST) -> str | None:
     return None
 
 
+#: calls whose arguments are what a line computes, the call itself only storing or showing it
+_STORING = frozenset({"append", "extend", "insert", "add", "put", "write"})
+
+
+def _arguments(statement: _statements.Statement) -> _statements.Statement | None:
+    """``L.append(E)``, ``print(E)``: the arguments alone, as one expression (None when the
+    statement is no such call, or the arguments have effects of their own)."""
+    body = statement.tree.body
+    if len(body) != 1 or not isinstance(body[0], ast.Expr) or \
+            not isinstance(body[0].value, ast.Call):
+        return None
+    call = body[0].value
+    func = call.func
+    storing = (isinstance(func, ast.Attribute) and func.attr in _STORING) or (
+        isinstance(func, ast.Name) and func.id == "print")
+    if not storing or call.keywords or not call.args or any(
+            isinstance(a, ast.Starred) for a in call.args):
+        return None
+    if any(side_effect(a) is not None for a in call.args):
+        return None
+    text = "(" + ", ".join(ast.unparse(a) for a in call.args) + ",)"
+    try:
+        return _statements.Statement.parse(text, filename=statement.filename,
+                                           first_line=statement.first_line)
+    except (SyntaxError, ValueError):
+        return None
+
+
 def prepare(stat: LineStat) -> Replay:
     """The replay of a recorded statement, or ReplayError saying why there is none."""
     capture = stat.capture
@@ -207,10 +235,14 @@ def prepare(stat: LineStat) -> Replay:
                                                 first_line=st.line)
     except (SyntaxError, ValueError) as exc:
         raise ReplayError(f"it does not parse on its own ({exc})") from None
+    notes = []
     effect = side_effect(statement.tree)
     if effect is not None:
-        raise ReplayError(f"it has effects besides computing ({effect}): run once only")
-    notes = []
+        computed = _arguments(statement)
+        if computed is None:
+            raise ReplayError(f"it has effects besides computing ({effect}): run once only")
+        statement = computed
+        notes.append(f"replayed without its {effect}: the arguments it computes, timed alone")
     changed = capture.changed_since()
     if changed:
         notes.append(f"replayed on the values at the end of the run: the program changed "

@@ -1,0 +1,93 @@
+"""What `chokepoint run`'s recording costs: each program run plain and under the line hook,
+alternating, in one process; the ratio of medians.
+
+The issue's limits: within 1.3x where the array operations take 50 us or more each, within 3x
+for a loop of tiny operations. Probing is not included (it comes after the program, with its
+own budget, and is printed by `chokepoint run` itself).
+
+    python benchmarks/run_overhead.py [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import textwrap
+import time
+
+from chokepoint.program.record import Recorder
+
+PROGRAMS = {
+    # array operations of 50 us and more: a training-like loop on (2000, 256) float32
+    "large ops (matmul, tanh, 2000x256)": """
+        import numpy as np
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal((2000, 256), dtype=np.float32)
+        W = rng.standard_normal((256, 256), dtype=np.float32) * 0.05
+        for step in range(30):
+            H = np.tanh(X @ W)
+            G = H * (1 - H * H)
+            W -= 1e-4 * (X.T @ G)
+        """,
+    "stencil (1000x1000, 20 steps)": """
+        import numpy as np
+        u = np.zeros((1000, 1000)); u[500, 500] = 1.0
+        for _ in range(20):
+            lap = u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] + u[1:-1, :-2] - 4 * u[1:-1, 1:-1]
+            u[1:-1, 1:-1] += 0.1 * lap
+        """,
+    # a loop of tiny operations: 20,000 iterations of calls on 4 elements
+    "tiny ops (20,000 iterations)": """
+        import numpy as np
+        x = np.random.default_rng(0).random((20000, 4))
+        y = np.empty(20000)
+        for i in range(20000):
+            row = x[i]
+            y[i] = np.sqrt(row @ row) + row.max()
+        """,
+}
+
+
+def _run(code, recorded: bool) -> float:
+    scope = {"__name__": "__main__"}
+    recorder = Recorder() if recorded else None
+    start = time.perf_counter()
+    if recorder is not None:
+        recorder.start()
+    try:
+        exec(code, scope)
+    finally:
+        if recorder is not None:
+            recorder.stop()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"Python {sys.version.split()[0]}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, source in PROGRAMS.items():
+            path = os.path.join(tmp, "prog.py")
+            with open(path, "w") as f:
+                f.write(textwrap.dedent(source))
+            # a real file, so that the hook sees the program as the user's code
+            code = compile(open(path).read(), path, "exec")
+            _run(code, False)  # warm-up: imports, first touches
+            plain, recorded = [], []
+            for r in range(args.rounds):
+                for side in ((False, True) if r % 2 == 0 else (True, False)):
+                    (recorded if side else plain).append(_run(code, side))
+            p, q = statistics.median(plain), statistics.median(recorded)
+            print(f"{name:<38} plain {p * 1e3:8.1f} ms  recorded {q * 1e3:8.1f} ms  "
+                  f"ratio {q / p:5.2f}x")
+
+
+if __name__ == "__main__":
+    main()
