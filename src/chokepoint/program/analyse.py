@@ -29,12 +29,14 @@ from ..measure import statements as _statements
 from ..measure.roofline import Roofline
 from .record import LineStat
 from .replay import (
+    Pair,
     is_simple_name_assign,
     paired,
     prepare,
     reused_memory,
     reused_memory_available,
     run_once,
+    timed_under,
 )
 
 __all__ = ["Cause", "LineAnalysis", "analyse_line", "call_cost"]
@@ -211,13 +213,22 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     ruled: list[dict] = []
     ledger = _Ledger(line_s)
 
-    # 1. as written, against the same with freed memory reused
+    # 1. as written, against the same with freed memory reused, and with one BLAS thread (a
+    # matrix product): the settings alternate in one timing
     fresh = new_bytes >= FRESH_MIN_BYTES and reused_memory_available()
-    with np.errstate(all="ignore"):
-        pair = paired(fn, fn, restore=restore, mutates=replay.mutates,
-                      enter=reused_memory if fresh else None)
-    replay_s = pair.base_s if fresh else min(pair.base_s, pair.changed_s)
+    threads = _blas_threads() if gemm else 1
+    variants = [contextlib.nullcontext]
     if fresh:
+        variants.append(reused_memory)
+    if threads > 1:
+        variants.append(_blas_limit)
+    with np.errstate(all="ignore"):
+        times = timed_under(fn, variants, restore=restore, mutates=replay.mutates)
+    as_written = times[0]
+    base = Pair(as_written, as_written)
+    replay_s = base.base_s
+    if fresh:
+        pair = Pair(as_written, times[variants.index(reused_memory)])
         kind = "temporaries" if model.temporaries else "allocation"
         numbers = {"as_written_s": pair.base_s, "reused_s": pair.changed_s,
                    "new_bytes": new_bytes, "temporaries_bytes": model.temporaries,
@@ -227,29 +238,24 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
         else:
             ruled.append({"kind": kind, **numbers})
 
-    # 1b. memory used for the first time: the program's first execution of the line grew the
+    # memory used for the first time: the program's first execution of the line grew the
     # process (pages never touched before cost most on a VM); the replay reuses them
     first_s = stat.first_ns / 1e9
-    if stat.peak_growth >= FIRST_USE_BYTES and first_s > FIRST_USE_RATIO * pair.base_s \
-            and first_s - pair.base_s > pair.noise_s():
-        causes.append(Cause("allocation", ledger.take(first_s - pair.base_s),
-                            {"first_run_s": first_s, "replay_s": pair.base_s,
+    if stat.peak_growth >= FIRST_USE_BYTES and first_s > FIRST_USE_RATIO * replay_s \
+            and first_s - replay_s > base.noise_s():
+        causes.append(Cause("allocation", ledger.take(first_s - replay_s),
+                            {"first_run_s": first_s, "replay_s": replay_s,
                              "peak_growth": stat.peak_growth, "hits": 1, "first_use": True}))
 
-    # 2. a matrix product with one BLAS thread
-    if gemm:
-        threads = _blas_threads()
-        if threads > 1:
-            with np.errstate(all="ignore"):
-                blas = paired(fn, fn, restore=restore, mutates=replay.mutates, enter=_blas_limit)
-            numbers = {"threads": threads, "all_threads_s": blas.base_s,
-                       "one_thread_s": blas.changed_s, "hits": stat.hits,
-                       "load": _load()}
-            if blas.saved_s > 0 and blas.significant():
-                causes.append(Cause("blas-threads", ledger.take(blas.saved_s * stat.hits),
-                                    numbers))
-            else:
-                ruled.append({"kind": "blas-threads", **numbers})
+    if threads > 1:
+        blas = Pair(as_written, times[variants.index(_blas_limit)])
+        numbers = {"threads": threads, "all_threads_s": blas.base_s,
+                   "one_thread_s": blas.changed_s, "hits": stat.hits, "load": _load()}
+        if blas.saved_s > 0 and blas.significant():
+            causes.append(Cause("blas-threads", ledger.take(blas.saved_s * stat.hits),
+                                numbers))
+        else:
+            ruled.append({"kind": "blas-threads", **numbers})
 
     # 3. the value (for the rewrites), and a rewrite checked on it and timed against the line
     result = None
@@ -259,15 +265,21 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
             result = expr.function(ns if not replay.mutates else replay.namespace())()
     result = result if isinstance(result, np.ndarray) else None
     found_rewrite, suggestion = None, None
-    if rewrite and expr is not None and result is not None and time.perf_counter() < deadline:
-        with np.errstate(all="ignore"), contextlib.suppress(Exception):
-            rns = ns if not replay.mutates else replay.namespace()
-            found_rewrite, suggestion = measured_rewrite(
-                expr, rns, replay.arrays(rns), result, replay_s, roof, settings.min_time, tr)
     in_lines = []
-    if rewrite and tr.lines:
-        with np.errstate(all="ignore"), contextlib.suppress(Exception):
-            in_lines = line_rewrites(tr.lines, min_time=settings.min_time)
+    if rewrite and time.perf_counter() > deadline:
+        notes.append("the probing budget was spent before a rewrite was tried")
+    elif rewrite:
+        try:
+            with np.errstate(all="ignore"):
+                if expr is not None and result is not None:
+                    rns = ns if not replay.mutates else replay.namespace()
+                    found_rewrite, suggestion = measured_rewrite(
+                        expr, rns, replay.arrays(rns), result, replay_s, roof,
+                        settings.min_time, tr)
+                if tr.lines:
+                    in_lines = line_rewrites(tr.lines, min_time=settings.min_time)
+        except Exception as exc:  # the line's other measurements stand
+            notes.append(f"a rewrite could not be tried: {type(exc).__name__}: {exc}")
     rewrite_out = _rewrite(found_rewrite, in_lines, replay_s, stat, line_s)
 
     # 4. the operations alone (explain's per-operation probes on those that matter)

@@ -37,6 +37,8 @@ MIN_LINE_SHARE = 0.005
 CAUSE_SHARE = 0.25
 #: probing stops starting new lines after this many seconds (``--budget``)
 BUDGET_S = 30.0
+#: each line's own operation probes and rewrites start within this share of the budget
+LINE_BUDGET = 0.25
 #: how the per-operation probes time things in a run (shorter than explain's own)
 RUN_PROBES = ProbeSettings(min_time=0.01, repeats=3)
 
@@ -128,7 +130,8 @@ def _row(stat: LineStat, wall_s: float) -> dict:
             "time_s": time_s, "python_s": None, "bytes": 0, "flops": 0, "new_bytes": 0,
             "floor_s": 0.0, "recoverable_s": time_s,
             "share": time_s / wall_s if wall_s > 0 else 0.0, "cause": None, "rewrite": None,
-            "analysed": False, "why_not": None, "causes": [], "ruled_out": [], "notes": [],
+            "analysed": False, "modelled": True, "why_not": None, "causes": [],
+            "ruled_out": [], "notes": [],
             "loop": f"{_display(st.filename)}:{st.loop}" if st.loop else None,
             "_stat": stat}
 
@@ -140,7 +143,13 @@ def _apply(row: dict, stat: LineStat, a: LineAnalysis) -> None:
                python_s=min(row["time_s"], max(0.0, a.replay_s - a.ops_s) * hits),
                replay_s=a.replay_s, causes=[c.to_dict() for c in a.causes],
                ruled_out=a.ruled_out, rewrite=a.rewrite, notes=a.notes, ops=a.ops)
-    row["recoverable_s"] = max(0.0, row["time_s"] - row["floor_s"])
+    if a.calls:
+        row["recoverable_s"] = max(0.0, row["time_s"] - row["floor_s"])
+    else:
+        # no operation chokepoint can see (a random generator's method, a C extension): no
+        # floor is known, and what is recoverable is only what was measured
+        row["modelled"] = False
+        row["recoverable_s"] = min(row["time_s"], sum(c.seconds for c in a.causes))
     # a line's cause is its largest measured cause when that holds a good part of its time;
     # a 5% finding is not what a 400 ms line is about
     top = a.causes[0] if a.causes else None
@@ -215,7 +224,7 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
                      f"{stat.hits} hits)")
         began = time.perf_counter()
         # each line's own probes start within its share of the budget
-        line_deadline = min(deadline, began + max(1.0, budget_s / MAX_LINES))
+        line_deadline = min(deadline, began + budget_s * LINE_BUDGET)
         try:
             # a replay prints nothing and leaves the random generators as they were
             with contextlib.redirect_stdout(io.StringIO()), preserved_rng():

@@ -34,7 +34,7 @@ from ..measure import statements as _statements
 from .record import LineStat, user_file
 
 __all__ = ["Pair", "Replay", "ReplayError", "paired", "prepare", "reused_memory", "run_once",
-           "side_effect"]
+           "side_effect", "timed_under"]
 
 
 class ReplayError(RuntimeError):
@@ -281,45 +281,48 @@ def _calibrate(fn: Callable[[], object], restore: Callable[[], None], mutates: b
     return max(1, min(10_000, int(target_s / max(one, 1e-7)))), one
 
 
-def paired(fn: Callable[[], object], changed: Callable[[], object] | None = None, *,
-           restore: Callable[[], None] = lambda: None, mutates: bool = False,
-           enter: Callable[[], contextlib.AbstractContextManager] | None = None,
-           samples: int = 7, target_s: float = 0.004) -> Pair:
-    """``fn`` and its changed version timed alternately, ``samples`` times each (the order
-    alternating A B, B A, ...), each sample the mean of enough calls to last ``target_s``; a
-    statement that changes its inputs is timed one call per sample, restored before each call
-    outside the timed region. ``enter`` is a context manager entered around the changed
-    version's calls (and their warm-up), when the change is a setting rather than code."""
-    enter = enter or contextlib.nullcontext
-    changed = changed or fn
-    sides = [(fn, contextlib.nullcontext), (changed, enter)]
-    restore()
-    fn()  # warm-up, both sides (the first touch of memory pays for both)
-    restore()
-    with enter():
-        changed()
+def timed_under(fn: Callable[[], object],
+                settings: list[Callable[[], contextlib.AbstractContextManager]], *,
+                restore: Callable[[], None] = lambda: None, mutates: bool = False,
+                samples: int = 7, target_s: float = 0.004) -> list[list[float]]:
+    """Seconds per call of ``fn`` under each setting (a context manager factory entered
+    around its calls: the allocator, the BLAS threads), ``samples`` each, the settings
+    alternating (forward, then backward, ...), each sample the mean of enough calls to last
+    ``target_s``. A statement that changes its inputs is timed one call per sample, restored
+    before each call outside the timed region. The first setting is usually
+    ``contextlib.nullcontext``: the statement as written."""
+    for setting in settings:  # warm-up under each (the first touch of memory pays for all)
+        restore()
+        with setting():
+            fn()
     loops, one = _calibrate(fn, restore, mutates, target_s)
     if loops == 1:  # slow calls: fewer samples (a 100 ms product is steady within 3)
         samples = min(samples, 5 if one < 0.03 else 3)
-    times: list[list[float]] = [[], []]
+    times: list[list[float]] = [[] for _ in settings]
+    order = list(range(len(settings)))
     gc_was = gc.isenabled()
     gc.disable()
     try:
         for i in range(samples):
-            for side in ((0, 1) if i % 2 == 0 else (1, 0)):
-                call, ctx = sides[side]
-                with ctx():
+            for k in (order if i % 2 == 0 else order[::-1]):
+                with settings[k]():
                     total = 0.0
                     for _ in range(loops):
                         restore()
                         start = time.perf_counter()
-                        call()
+                        fn()
                         total += time.perf_counter() - start
-                times[side].append(total / loops)
+                times[k].append(total / loops)
     finally:
         if gc_was:
             gc.enable()
-    return Pair(times[0], times[1])
+    return times
+
+
+def paired(fn: Callable[[], object], **kwargs) -> Pair:
+    """``fn`` timed twice over, alternating (its speed, with its own spread)."""
+    base, again = timed_under(fn, [contextlib.nullcontext, contextlib.nullcontext], **kwargs)
+    return Pair(base, again)
 
 
 # -- the allocator that keeps freed memory ------------------------------------------------------

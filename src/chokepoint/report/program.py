@@ -15,6 +15,8 @@ __all__ = ["cause_evidence", "cause_suggestion", "json_ready", "program_html", "
 
 #: lines shown in the text report's table (the rest collapsed into one row)
 SHOWN_LINES = 12
+#: below this share of the run, all the recoverable time together is "little to recover"
+LITTLE = 0.1
 
 
 def _ms(s: float | None) -> str:
@@ -87,6 +89,12 @@ def cause_suggestion(cause: dict, line: dict) -> str:
     return ""
 
 
+def _floor(line: dict) -> str:
+    if not line.get("analysed"):
+        return "-"
+    return _ms(line["floor_s"]) if line.get("modelled", True) else "unknown"
+
+
 def _rate(line: dict) -> str:
     t = line["time_s"]
     if not line.get("analysed") or t <= 0 or line.get("python_s") == t:
@@ -106,9 +114,17 @@ def _headline_lines(r) -> list[str]:
     if h["source"] is None:
         return ["no line of your code ran under the recording (nothing to rank)"]
     top = r.lines[0]
-    out = [f"headline: {h['source']}  {_cell(top['code'], 90)}",
+    out = []
+    recoverable = sum(line["recoverable_s"] for line in r.lines)
+    if r.wall_s > 0 and recoverable < LITTLE * r.wall_s:
+        slowest = max(r.lines, key=lambda line: line["time_s"])
+        out.append(f"little to recover: the lines' recoverable time adds up to "
+                   f"{_ms(recoverable)} ({_pct(recoverable / r.wall_s)} of the run); the "
+                   f"slowest line, {slowest['source']}, took {_ms(slowest['time_s'])} against "
+                   f"a floor of {_floor(slowest)}")
+    out += [f"headline: {h['source']}  {_cell(top['code'], 90)}",
            f"  {_ms(top['time_s'])} ({_pct(top['share'])} of the run) in {top['hits']} runs; "
-           f"floor {_ms(top['floor_s']) if top['analysed'] else 'not measured'}; recoverable "
+           f"floor {_floor(top)}; recoverable "
            f"{_ms(top['recoverable_s'])}"]
     for cause in top["causes"][:3]:
         out.append(f"  {cause['kind']} ({_ms(cause['seconds'])}): {cause_evidence(cause)}")
@@ -150,7 +166,7 @@ def program_text(r, width: int | None = None) -> str:
     for line in shown:
         out.append(f"{_cell(line['source'], 22):<22} {line['hits']:>7} "
                    f"{_ms(line['time_s']):>9} {_pct(line['share']):>6} {_rate(line):>12} "
-                   f"{_ms(line['floor_s']) if line['analysed'] else '-':>9} "
+                   f"{_floor(line):>9} "
                    f"{_ms(line['recoverable_s']):>9} {line['cause'] or '-':<13} "
                    f"{_cell(line['code'], code_w)}")
     rest = r.lines[SHOWN_LINES:]
@@ -246,7 +262,7 @@ def program_html(r) -> str:
         rows.append(
             "<tr>" + "".join(f"<td>{_e(v)}</td>" for v in (
                 line["source"], line["hits"], _ms(line["time_s"]), _pct(line["share"]),
-                _rate(line), _ms(line["floor_s"]) if line["analysed"] else "-",
+                _rate(line), _floor(line),
                 _ms(line["recoverable_s"]), line["cause"] or "-"))
             + f'<td class="text"><code>{_e(line["code"])}</code></td></tr>')
     header = "".join(f"<th>{h}</th>" for h in ("line", "hits", "time", "share", "rate",
