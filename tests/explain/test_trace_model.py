@@ -210,3 +210,17 @@ def test_a_value_read_after_a_matrix_product_is_written_once():
                       strict=True))
     assert needed["t1 = np.add(X, 1.0)"] == X.nbytes + X.nbytes  # X read, z written
     assert needed["t3 = np.greater(z, 0)"] == X.nbytes  # z read again after the product
+
+
+def test_indexing_one_element_or_a_row_reads_what_it_selects_not_the_whole_array():
+    import numpy as np
+
+    from chokepoint.explain.model import build_model
+    from chokepoint.explain.trace import trace
+
+    a = np.ones((1000, 1000))
+    tr = trace("a[3, 4] + a[5].sum()", {"a": a, "np": np}, ["a"])
+    model = build_model(tr, {"a": a})
+    assert model.bytes_inputs <= 8 + 8000  # one element and one row, not 8 MB
+    scalar = next(op for op in tr.ops if op.name == "getitem" and not op.is_view)
+    assert scalar.in_bytes == 8

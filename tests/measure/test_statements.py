@@ -131,3 +131,15 @@ def test_too_deep_for_the_ast_compiler_is_a_syntax_error(source):
     # these parse, but compiling their tree recursed past the limit (a RecursionError)
     with pytest.raises(SyntaxError, match="too deeply nested"):
         Statement.parse(source).function({"X": 1})
+
+
+def test_a_statement_rebinding_a_name_it_reads_starts_from_the_namespaces_value():
+    import numpy as np
+
+    from chokepoint.measure.statements import Statement
+
+    ns = {"x": np.ones(3)}
+    fn = Statement.parse("x = x * 2\nx").function(ns)
+    assert fn().tolist() == [2.0, 2.0, 2.0]
+    assert fn().tolist() == [2.0, 2.0, 2.0]  # each call starts from the namespace's x
+    assert ns["x"].tolist() == [1.0, 1.0, 1.0]

@@ -15,6 +15,7 @@ import contextlib
 import math
 import os
 import time
+import tracemalloc
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -103,6 +104,24 @@ def call_cost() -> float:
     return _CALL_COST[0]
 
 
+@contextlib.contextmanager
+def _allocated():
+    """The peak of new memory inside the block, from tracemalloc (NumPy reports its array
+    buffers there), in a one-element list filled on exit."""
+    peak = [0]
+    was = tracemalloc.is_tracing()
+    if not was:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    before = tracemalloc.get_traced_memory()[0]
+    try:
+        yield peak
+    finally:
+        peak[0] = max(0, tracemalloc.get_traced_memory()[1] - before)
+        if not was:
+            tracemalloc.stop()
+
+
 def _syntax_steps(tree: ast.AST) -> int:
     """Calls, subscripts, attribute reads and operators in a statement: the steps the
     interpreter takes besides the NumPy calls themselves."""
@@ -185,7 +204,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     ns = replay.namespace()
     inputs = replay.arrays(ns)
     try:
-        with np.errstate(all="ignore"), _statements.preserved_rng():
+        with np.errstate(all="ignore"), _statements.preserved_rng(), _allocated() as peak:
             tr = trace(st, ns, list(inputs))
         if not replay.mutates:
             replay.mutates = bool(_statements.mutated(replay.arrays(replay.pristine), ns))
@@ -203,7 +222,9 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     restore = replay.restorer(ns)
     model = build_model(tr, inputs)
     ops = [op for op in tr.ops if op.func is not None and not op.is_view]
-    new_bytes = sum(op.out_bytes for op in ops if op.allocates)
+    # new memory: what the traced operations allocate, or what tracemalloc saw (arrays made
+    # by calls the tracer does not see, np.ones(n), a generator's method)
+    new_bytes = max(sum(op.out_bytes for op in ops if op.allocates), peak[0])
     gemm = any(op.gemm for op in ops)
     floor = floor_of(tr, model, roof)
     nbytes = max(model.bytes_min, model.bytes_one_pass)

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from ..measure.timer import format_seconds
 from .words import race_note
 
-__all__ = ["explanation_html", "page", "race_html"]
+__all__ = ["explanation_html", "figure_html", "page", "race_html"]
 
 _CSS = """
 .chokepoint { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; color: #1d2430;
@@ -91,7 +91,7 @@ def _table(headers: list[tuple[str, bool]], rows: Iterable[list[str]], table_id:
     return f"<table id=\"{table_id}\"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _figure(make, figure_id: str, caption: str) -> str:
+def figure_html(make, figure_id: str, caption: str) -> str:
     try:
         from .plots import figure_svg
 
@@ -142,11 +142,11 @@ def race_html(result, *, full: bool = True) -> str:
         body.append(f"<p class=\"no\">{_e(result.interrupted)}: results so far.</p>")
     if result.sizes:
         body.append("<h2>Time against size</h2>")
-        body.append(_figure(lambda: race_figure(result), "sweep-plot",
+        body.append(figure_html(lambda: race_figure(result), "sweep-plot",
                             f"sizes {result.sizes}; the table shows n={result.sizes[-1]}"))
     elif any(c.median_s is not None for c in result.candidates):
         body.append("<h2>Time per call</h2>")
-        body.append(_figure(lambda: race_figure(result), "bar-plot",
+        body.append(figure_html(lambda: race_figure(result), "bar-plot",
                             "median time per call of each candidate, whiskers from the first "
                             "to the third quartile of its repeats; the reference hatched"))
     points = [(c.statement, c.elements / c.bytes, c.elements / c.median_s)
@@ -154,7 +154,7 @@ def race_html(result, *, full: bool = True) -> str:
               if c.median_s and c.bytes and getattr(c, "elements", 0)]
     if points and "read_bw" in m:
         body.append("<h2>Roofline</h2>")
-        body.append(_figure(
+        body.append(figure_html(
             lambda: roofline_figure(points, m["read_bw"], m.get("flops", m["read_bw"])),
             "roofline-plot", "each candidate at one operation per result element, against "
             "this machine's measured read bandwidth and float64 rate"))
@@ -209,7 +209,7 @@ def explanation_html(e, *, full: bool = True) -> str:
     points = e.roofline_points()
     if points:
         body.append("<h2>Roofline</h2>")
-        body.append(_figure(
+        body.append(figure_html(
             lambda: roofline_figure(points, m["read_bw"], m.get("flops", m["read_bw"])),
             "roofline-plot", "each operation at one operation per result element, against "
             "this machine's measured read bandwidth and float64 rate"))

@@ -9,7 +9,7 @@ import math
 import shutil
 
 from ..measure.timer import format_seconds
-from .html import page
+from .html import figure_html, page
 
 __all__ = ["cause_evidence", "cause_suggestion", "json_ready", "program_html", "program_text"]
 
@@ -253,6 +253,40 @@ def _source_blocks(r) -> str:
     return "".join(parts)
 
 
+#: lines drawn on the roofline chart (the most recoverable ones): a legend stays legible
+PLOTTED_LINES = 10
+
+
+def roofline_points(r) -> list[tuple[str, float, float]]:
+    """The analysed lines doing arithmetic, as ``(source, flops per byte, flops per
+    second)``."""
+    points = []
+    for line in r.lines:
+        if line.get("analysed") and line["flops"] and line["bytes"] and line["time_s"] > 0:
+            points.append((f"{line['source']} {line['code']}", line["flops"] / line["bytes"],
+                           line["flops"] / line["time_s"]))
+    return points[:PLOTTED_LINES]
+
+
+def _roofline(r) -> str:
+    points = roofline_points(r)
+    if not points:
+        return "<p>No analysed line does arithmetic chokepoint counts.</p>"
+    m = r.machine
+    gemm = m.get("gemm") or {}
+    peak = max([m.get("compute") or 0.0, *[v for v in gemm.values() if v]]) or 1e9
+
+    def make():
+        from .plots import roofline_figure
+
+        return roofline_figure(points, m["bandwidth"], peak, unit="flop")
+
+    return figure_html(make, "roofline-plot",
+                       "each analysed line: its flops over its bytes, and the flops per second "
+                       "it reached, under this machine's measured bandwidth and compute "
+                       "ceilings")
+
+
 def program_html(r) -> str:
     """A self-contained page: headline and rewrite first, the lines table, the source of the
     hot functions with a heat bar per line, the measured causes."""
@@ -281,5 +315,6 @@ def program_html(r) -> str:
             f"<h2>Measured causes</h2>{causes or '<p>none</p>'}"
             f"<p>Not explained: {_e(_pct(r.unexplained_share))} of the run.</p>"
             f"<h2>Source</h2>{_source_blocks(r)}"
+            f"<h2>Roofline</h2>{_roofline(r)}"
             + (f"<h2>The program raised</h2><pre>{_e(r.error)}</pre>" if r.error else ""))
     return page(f"chokepoint run {r.program}", body)
