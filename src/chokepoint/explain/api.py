@@ -11,6 +11,7 @@ are summed into a line_profiler-like table against the machine's ceilings.
 from __future__ import annotations
 
 import linecache
+import math
 import time
 import tracemalloc
 import warnings
@@ -21,7 +22,7 @@ import numpy as np
 from ..kernels.adaptive import settle
 from ..measure.roofline import Roofline, roofline
 from ..measure.statements import Statement, arrays_in, mutated, run_setup
-from ..measure.timer import measure, measure_interleaved
+from ..measure.timer import Measurement, measure, measure_interleaved
 from .findings import Finding, OpEvidence, RuledOut, derive_findings
 from .lines import line_rewrites
 from .model import Model, build_model
@@ -34,6 +35,8 @@ __all__ = ["PROBED", "ExplainError", "Explanation", "explain", "floor_of", "meas
 
 #: operations taking at least this share of the traced time are probed; the others are timed
 PROBED = 0.01
+#: an operation whose traced call took this long is not timed again before its probes
+SLOW_OP_S = 0.1
 
 
 class ExplainError(RuntimeError):
@@ -170,20 +173,33 @@ def _op_dtype(op) -> str:
 
 
 def probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeSettings,
-                     model: Model, *, probed: float = PROBED):
+                     model: Model, *, probed: float = PROBED, retime: bool = True,
+                     max_op_s: float = math.inf):
     """Time every traced operation, and probe those that matter: the JSON rows, each row's
-    element count (for the roofline chart) and the evidence for the findings."""
+    element count (for the roofline chart) and the evidence for the findings. With
+    ``retime=False`` nothing runs again: each operation keeps the time of its traced call,
+    and none is probed; an operation slower than ``max_op_s`` is timed, not probed (its
+    probes would run it dozens of times)."""
     measured: dict[int, tuple[float, dict]] = {}
     scratch: dict = {}  # arrays the operations' probes share, dropped on return
     timed = [op for op in tr.ops if op.func is not None and not op.is_view]
     # every operation timed quickly first (the traced call paid for first touches); those at
     # PROBED of the time or more are then probed: their causes, not only their time
     quick = replace(settings, min_time=settings.min_time / 6, repeats=3)
-    first = {id(op): time_op(op, quick) for op in timed}
+    if not retime:
+        probed = math.inf
+
+    def quick_time(op) -> Measurement:
+        # a call as slow as a probe's whole budget is timed well enough by its traced call
+        if not retime or op.seconds > SLOW_OP_S:
+            return Measurement(times=[op.seconds], loops=1)
+        return time_op(op, quick)
+
+    first = {id(op): quick_time(op) for op in timed}
     known = sum(m.median for m in first.values()) or 1.0
     for op in timed:
         m = first[id(op)]
-        if m.median >= probed * known:
+        if m.median >= probed * known and m.median <= max_op_s:
             slow = m.median * m.loops >= settings.min_time  # a good enough base already
             m, probes = probe_op(op, settings, scratch, base=m if slow else None)
             measured[id(op)] = (m.median, {p.name: p for p in probes})

@@ -45,6 +45,8 @@ __all__ = ["Cause", "LineAnalysis", "analyse_line", "call_cost"]
 #: new memory per execution from which the fresh-memory probe runs (below it, malloc reuses
 #: its own free lists and no page is faulted)
 FRESH_MIN_BYTES = 256 * 2**10
+#: a page fault costs at most this many times writing the page at the memory bandwidth
+FAULT_COST = 4
 #: the process's peak growing by this much during a line's first run, and that run taking
 #: FIRST_USE_RATIO times its replay, is memory used for the first time
 FIRST_USE_BYTES = 4 * 2**20
@@ -53,6 +55,9 @@ FIRST_USE_RATIO = 1.3
 FASTER = 1.05
 #: the kinds a line-level probe measures; explain's per-operation rules for them are dropped
 LINE_KINDS = ("allocation", "temporaries", "blas-threads", "overhead")
+#: about how many times explain's probes run an operation: one slower than what is left of the
+#: line's budget over this is timed, not probed
+PROBE_CALLS = 40
 #: operations holding at least this share of a line's replayed time get explain's probes
 PROBED_SHARE = 0.1
 #: a NumPy call moving at most this many bytes is all fixed cost (its work is a few hundred
@@ -203,9 +208,12 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     # first run alone: does it run, does it change what it reads?)
     ns = replay.namespace()
     inputs = replay.arrays(ns)
+    # ``name = expression`` is traced as its expression: the same operations, and its value
+    # (the result the model writes once, what a rewrite must equal)
+    expr = _expression(st)
     try:
         with np.errstate(all="ignore"), _statements.preserved_rng(), _allocated() as peak:
-            tr = trace(st, ns, list(inputs))
+            tr = trace(expr or st, ns, list(inputs))
         if not replay.mutates:
             replay.mutates = bool(_statements.mutated(replay.arrays(replay.pristine), ns))
     except Exception:  # the tracer's wrappers refused: run it plain, and time it without ops
@@ -236,7 +244,11 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
 
     # 1. as written, against the same with freed memory reused, and with one BLAS thread (a
     # matrix product): the settings alternate in one timing
-    fresh = new_bytes >= FRESH_MIN_BYTES and reused_memory_available()
+    # page faults cost a few times what writing the pages costs: where that is a small part
+    # of the line (a matrix product's result), reusing memory cannot save 10% of it
+    per_hit = line_s / max(stat.hits, 1)
+    fresh = (new_bytes >= FRESH_MIN_BYTES and reused_memory_available()
+             and FAULT_COST * roof.floor_seconds(new_bytes) >= 0.1 * per_hit)
     threads = _blas_threads() if gemm else 1
     variants = [contextlib.nullcontext]
     if fresh:
@@ -279,12 +291,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
             ruled.append({"kind": "blas-threads", **numbers})
 
     # 3. the value (for the rewrites), and a rewrite checked on it and timed against the line
-    result = None
-    expr = _expression(st)
-    if expr is not None:
-        with np.errstate(all="ignore"), contextlib.suppress(Exception):
-            result = expr.function(ns if not replay.mutates else replay.namespace())()
-    result = result if isinstance(result, np.ndarray) else None
+    result = tr.result if isinstance(tr.result, np.ndarray) and expr is not None else None
     found_rewrite, suggestion = None, None
     in_lines = []
     if rewrite and time.perf_counter() > deadline:
@@ -306,8 +313,9 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     # 4. the operations alone (explain's per-operation probes on those that matter)
     late = time.perf_counter() > deadline
     with np.errstate(all="ignore"):
-        rows, _, evidence = probe_operations(tr, result, replay_s, roof, settings, model,
-                                             probed=2.0 if late else PROBED_SHARE)
+        rows, _, evidence = probe_operations(
+            tr, result, replay_s, roof, settings, model, probed=PROBED_SHARE,
+            retime=not late, max_op_s=max(0.0, deadline - time.perf_counter()) / PROBE_CALLS)
     if late:
         notes.append("the probing budget was spent: its operations were timed, not probed")
     ops_s = sum(r["time_s"] for r in rows if r["time_s"] > 0 and r["time_s"] == r["time_s"])

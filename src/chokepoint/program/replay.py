@@ -291,13 +291,13 @@ def timed_under(fn: Callable[[], object],
     ``target_s``. A statement that changes its inputs is timed one call per sample, restored
     before each call outside the timed region. The first setting is usually
     ``contextlib.nullcontext``: the statement as written."""
-    for setting in settings:  # warm-up under each (the first touch of memory pays for all)
-        restore()
+    for setting in settings[1:]:  # warm-up under each change (the statement as written was
+        restore()                   # warmed by its traced run, and calibrates below)
         with setting():
             fn()
     loops, one = _calibrate(fn, restore, mutates, target_s)
     if loops == 1:  # slow calls: fewer samples (a 100 ms product is steady within 3)
-        samples = min(samples, 5 if one < 0.03 else 3)
+        samples = min(samples, 5 if one < 0.03 else 3 if one < 0.25 else 2)
     times: list[list[float]] = [[] for _ in settings]
     order = list(range(len(settings)))
     gc_was = gc.isenabled()
@@ -306,7 +306,8 @@ def timed_under(fn: Callable[[], object],
         for i in range(samples):
             for k in (order if i % 2 == 0 else order[::-1]):
                 with settings[k]():
-                    if k:  # a setting's first call sets it up (the allocator's heap grows)
+                    if getattr(settings[k], "set_up_each_time", False):
+                        # its first call sets it up (the allocator's heap grows), untimed
                         restore()
                         fn()
                     total = 0.0
@@ -377,6 +378,9 @@ def reused_memory() -> Iterator[None]:
         # the kept memory back to the system: else the statement as written would be served
         # from it too, and the comparison would compare nothing
         _LIBC.malloc_trim(0)
+
+
+reused_memory.set_up_each_time = True
 
 
 def release_heap() -> None:
