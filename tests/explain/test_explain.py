@@ -180,3 +180,16 @@ def test_report_text(roof):
     text = e.text()
     for piece in ("operations", "np.clip(X, 0, 1)", "findings", "floor", "rewrite"):
         assert piece in text
+
+
+def test_chokepoint_explain_stays_callable_after_its_subpackage_is_imported(cached_roof):
+    import subprocess
+    import sys
+
+    code = ("import chokepoint, chokepoint.explain.api; "
+            "e = chokepoint.explain('X + 1', setup='X = np.ones(10)', min_time=0.001); "
+            "print(type(e).__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "Explanation"
