@@ -196,3 +196,21 @@ def test_each_cause_is_worded_from_its_numbers(cause, words):
 def test_json_ready_turns_nan_and_infinities_into_null():
     assert json_ready({"a": math.nan, "b": [math.inf, 1.0], "c": (1, 2)}) == {
         "a": None, "b": [None, 1.0], "c": [1, 2]}
+
+
+def test_run_m_runs_a_module_as_python_m_does(tmp_path, cached_roof):
+    package = tmp_path / "mypkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "job.py").write_text(textwrap.dedent("""\
+        import sys
+        import numpy as np
+        if __name__ == "__main__":
+            print(int(np.ones(3).sum()), sys.argv[1:])
+        """))
+    proc = subprocess.run([sys.executable, "-m", "chokepoint", "run", "--budget", "1", "-m",
+                           "mypkg.job", "x"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "3 ['x']\n"
+    assert "job.py:4" in proc.stderr

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..explain.probes import ProbeSettings
-from ..measure.roofline import Roofline, roofline
+from ..measure.roofline import Roofline, cache_path, roofline
 from ..measure.statements import preserved_rng
 from .analyse import LineAnalysis, analyse_line
 from .record import LineStat, Recorder
@@ -193,7 +193,10 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
     """The report of a recorded run: every line's time, the slowest lines replayed and their
     causes measured, within ``budget_s`` seconds of probing."""
     start = time.perf_counter()
-    roof = roofline() if roof is None else roof
+    if roof is None:
+        if progress is not None and not cache_path().exists():
+            progress("measuring this machine's roofline (about 10 s, cached afterwards)")
+        roof = roofline()
     # the hook's own cost, taken out of each line's time (it lands in the line it interrupts)
     cost_ns = recorder.hook_cost_ns()
     for s in recorder.lines.values():
