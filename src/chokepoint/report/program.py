@@ -7,6 +7,7 @@ import html
 import linecache
 import math
 import shutil
+import textwrap
 
 from ..measure.timer import format_seconds
 from .html import figure_html, page
@@ -155,16 +156,18 @@ def _headline_lines(r) -> list[str]:
 def program_text(r, width: int | None = None) -> str:
     """The text report (what ``chokepoint run`` prints on stderr)."""
     width = width or shutil.get_terminal_size((120, 24)).columns
-    code_w = max(16, width - 88)
+    src_w = min(40, max([len(line["source"]) for line in r.lines[:SHOWN_LINES]] + [4]))
+    code_w = max(16, width - 66 - src_w)
     out = [f"chokepoint run {' '.join(r.argv) or r.program}: {_ms(r.wall_s)}, exit status "
            f"{r.exit_status}; recording cost {_ms(r.recording_s)}, probing "
            f"{_ms(r.probing_s)}", ""]
-    out += _headline_lines(r)
-    out += ["", f"{'line':<22} {'hits':>7} {'time':>9} {'share':>6} {'rate':>12} "
+    out += [textwrap.fill(text, width, subsequent_indent="      ", break_on_hyphens=False)
+            for text in _headline_lines(r)]
+    out += ["", f"{'line':<{src_w}} {'hits':>7} {'time':>9} {'share':>6} {'rate':>12} "
             f"{'floor':>9} {'recover':>9} {'cause':<13} code"]
     shown = r.lines[:SHOWN_LINES]
     for line in shown:
-        out.append(f"{_cell(line['source'], 22):<22} {line['hits']:>7} "
+        out.append(f"{_cell(line['source'], src_w):<{src_w}} {line['hits']:>7} "
                    f"{_ms(line['time_s']):>9} {_pct(line['share']):>6} {_rate(line):>12} "
                    f"{_floor(line):>9} "
                    f"{_ms(line['recoverable_s']):>9} {line['cause'] or '-':<13} "
