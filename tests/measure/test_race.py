@@ -416,3 +416,34 @@ def test_the_ceiling_is_measured_once_per_race_and_only_for_streaming_candidates
     hot = race(["X + 1"], "X = np.ones(1000)", roof=_stale_roof(), **FAST)
     assert calls == [] and hot.candidates[0].cache_hot
     assert hot.candidates[0].stale_roof is None
+
+
+def test_agreement_compares_tuples_lists_and_dicts_item_by_item():
+    grad = np.arange(4.0)
+    assert agreement((np.float64(1.5), grad), (1.5, grad.copy())) == (True, None, None)
+    assert agreement({"loss": 1.0, "grad": [grad]}, {"loss": 1.0, "grad": (grad,)})[0]
+    ok, mismatch, dtypes = agreement((1.5, grad + np.array([0, 0, 1, 1])), (1.5, grad))
+    assert not ok and dtypes is None
+    assert mismatch == {"kind": "values", "count": 2, "total": 5, "first_index": [2],
+                        "value": 3.0, "expected": 2.0, "path": "[1]"}
+    ok, mismatch, dtypes = agreement({"loss": np.float32(2.0)}, {"loss": 2.0})
+    assert ok and dtypes == {"dtype": "float32", "expected": "float64", "path": "['loss']"}
+    ok, mismatch, _ = agreement((1.0, grad), (1.0, grad, 2))
+    assert not ok and mismatch == {"kind": "structure", "path": "", "structure": "tuple of 2",
+                                   "expected_structure": "tuple of 3"}
+    ok, mismatch, _ = agreement((1.0, grad[:2]), (1.0, grad))
+    assert not ok and mismatch["kind"] == "shape" and mismatch["path"] == "[1]"
+
+
+def test_race_of_functions_returning_a_tuple(roof):
+    """xent(...) returning (loss, grad): both run, are compared item by item, and their
+    bytes count both items."""
+    setup = "X = np.linspace(-1, 1, 1000)"
+    r = race(["(float(X.sum()), X * 2)", "(float(X.sum()), X + X)", "(X.sum(), X * 3)"],
+             setup, roof=roof, **FAST)
+    ref, same, wrong = r.candidates
+    assert ref.error is None and same.error is None and wrong.error is None
+    assert same.agrees is True and wrong.agrees is False
+    assert wrong.mismatch["path"] == "[1]" and wrong.mismatch["total"] == 1001
+    assert "first at [1], index (0,)" in wrong.note
+    assert ref.bytes == 8000 + 8 + 8000

@@ -175,10 +175,15 @@ class CandidateResult:
         scalar), its ``value`` there and the reference's ``expected`` (numbers as numbers,
         anything else as text); ``"shape"`` with ``shape`` and ``expected_shape``;
         ``"incomparable"`` with the ``error`` comparing raised; ``"no-value"`` when it
-        returns None and the reference does not.
+        returns None and the reference does not; ``"structure"`` when its tuple, list or
+        dict has another length or keys than the reference's (``structure`` and
+        ``expected_structure``, e.g. ``"tuple of 2"``). A tuple, list or dict is compared
+        item by item: its mismatch has the ``path`` of the item (``"[1]"``, ``"['grad']"``),
+        and ``count`` and ``total`` are over all items.
     dtype_differs : dict or None
         ``{"dtype": its value's dtype, "expected": the reference's}`` when they differ (the
-        values are compared after promotion, so it may still agree).
+        values are compared after promotion, so it may still agree); with the ``path`` of
+        the first item whose dtypes differ for a tuple, list or dict.
     not_compared : str or None
         Why it was not compared with the reference: ``"reference-failed"``, or
         ``"other-inputs"`` (its setup gave inputs other than the reference's, named in
@@ -345,23 +350,100 @@ def _scalar(x) -> object:
     return x if isinstance(x, bool | int | float) else str(x)
 
 
+def _is_container(x) -> bool:
+    """Whether ``x`` is compared item by item: a tuple (``(loss, grad)``), a list or a dict."""
+    return isinstance(x, tuple | list | dict)
+
+
+def _structure(x) -> str:
+    """What a value is, as a structural mismatch names it: ``tuple of 2``, ``dict with keys
+    ['a', 'b']``, or its type's name."""
+    if isinstance(x, dict):
+        return f"{type(x).__name__} with keys {sorted(map(str, x))}"
+    if _is_container(x):
+        return f"{type(x).__name__} of {len(x)}"
+    return type(x).__name__
+
+
+def _same_structure(a, b) -> bool:
+    """Same kind of container (a tuple and a list are both sequences) and the same length or
+    keys; two leaves always are."""
+    if isinstance(a, dict) or isinstance(b, dict):
+        return isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys()
+    if _is_container(a) or _is_container(b):
+        return _is_container(a) and _is_container(b) and len(a) == len(b)
+    return True
+
+
+def _leaf_pairs(result, reference, path: str = "") -> list | dict:
+    """The ``(path, result leaf, reference leaf)`` of two values walked together (``path``
+    like ``[1]`` or ``['loss']``), or the ``"structure"`` mismatch where they part."""
+    if not _same_structure(result, reference):
+        return {"kind": "structure", "path": path, "structure": _structure(result),
+                "expected_structure": _structure(reference)}
+    if not _is_container(reference):
+        return [(path, result, reference)]
+    keys = list(reference) if isinstance(reference, dict) else range(len(reference))
+    pairs = []
+    for key in keys:
+        found = _leaf_pairs(result[key], reference[key], f"{path}[{key!r}]")
+        if isinstance(found, dict):
+            return found
+        pairs.extend(found)
+    return pairs
+
+
 def agreement(result, reference, *, rtol: float | None = None,
               atol: float | None = None) -> tuple[bool, dict | None, dict[str, str] | None]:
     """Whether ``result`` agrees with ``reference``, how it differs, and its dtype difference.
 
     Values are compared after NumPy promotion (a 0/1 int8 result agrees with a 0/1 float64 one;
     the dtype difference is returned apart), NaN equal to NaN. With ``rtol`` or ``atol`` floats
-    compare with that tolerance.
+    compare with that tolerance. Tuples, lists and dicts (a function returning ``(loss,
+    grad)``) are compared item by item: the same length or keys, then each item as an array.
 
     Returns
     -------
     agrees : bool
     mismatch : dict or None
         None when it agrees; else as :attr:`CandidateResult.mismatch`: a disagreement of values
-        names the count of differing elements and the first differing index.
+        names the count of differing elements and the first differing index. For tuples,
+        lists and dicts, the ``path`` of the item it is about (``"[1]"``, ``"['grad']"``;
+        ``""`` for the value itself) and, for values, the count over all items.
     dtype_differs : dict or None
-        ``{"dtype": ..., "expected": ...}`` when the dtypes differ.
+        ``{"dtype": ..., "expected": ...}`` when the dtypes differ (of the first item whose
+        do, with its ``path``, for tuples, lists and dicts).
     """
+    if not (_is_container(result) or _is_container(reference)):
+        return _array_agreement(result, reference, rtol=rtol, atol=atol)
+    pairs = _leaf_pairs(result, reference)
+    if isinstance(pairs, dict):
+        return False, pairs, None
+    total = sum(int(np.size(b)) for _, _, b in pairs)
+    return _merged([(path, *_array_agreement(a, b, rtol=rtol, atol=atol))
+                    for path, a, b in pairs], total)
+
+
+def _merged(found: list, total: int) -> tuple[bool, dict | None, dict | None]:
+    """One agreement from the ``(path, agrees, mismatch, dtype_differs)`` of each item: the
+    first item's mismatch that is not of values, else the differing elements counted over all
+    items (``total`` elements), the first differing item's index; the first item's dtype
+    difference."""
+    dtypes = next(({**d, "path": path} for path, _, _, d in found if d), None)
+    wrong = [(path, m) for path, ok, m, _ in found if not ok]
+    if not wrong:
+        return True, None, dtypes
+    other = [(path, m) for path, m in wrong if m["kind"] != "values"]
+    path, first = (other or wrong)[0]
+    if other:
+        return False, {**first, "path": path}, dtypes
+    count = sum(m["count"] for _, m in wrong)
+    return False, {**first, "count": count, "total": total, "path": path}, dtypes
+
+
+def _array_agreement(result, reference, *, rtol: float | None,
+                     atol: float | None) -> tuple[bool, dict | None, dict[str, str] | None]:
+    """:func:`agreement` of two arrays (or scalars)."""
     a, b = np.asarray(result), np.asarray(reference)
     if a.shape != b.shape:
         return False, {"kind": "shape", "shape": list(a.shape),
@@ -411,13 +493,14 @@ def _prepare(candidate: Candidate, setup, n, base, *, rotate,
     pristine = {k: v.copy() for k, v in inputs.items()}
     fn = _compile(candidate, namespace)
     value = fn()  # the value checked for agreement, and the warm-up call
+    outputs = _arrays_of(value)
     # an array the result lives in (an out= buffer) is the output, not an input
     written = {k for k, a in inputs.items()
-               if isinstance(value, np.ndarray) and np.may_share_memory(value, a)}
+               if any(np.may_share_memory(out, a) for out in outputs)}
     result.writes = sorted(written)
     result.mutates = [k for k in mutated(pristine, namespace) if k not in written]
-    out_bytes = int(np.asarray(value).nbytes) if value is not None else 0
-    result.elements = int(np.asarray(value).size) if value is not None else 0
+    out_bytes = sum(int(out.nbytes) for out in outputs)
+    result.elements = sum(int(out.size) for out in outputs)
     result.bytes = sum(a.nbytes for k, a in inputs.items() if k not in written) + out_bytes
     result.cache_bytes = cache_bytes
     working_set = result.bytes
@@ -433,6 +516,23 @@ def _prepare(candidate: Candidate, setup, n, base, *, rotate,
         else:
             result.cache_hot = True
     return result, value, timed
+
+
+def _arrays_of(value) -> list[np.ndarray]:
+    """The arrays a value is made of (its items' for a tuple, list or dict; a scalar as a 0-d
+    array; none for None or what is no array): what its bytes and elements count."""
+    if value is None:
+        return []
+    if _is_container(value):
+        items = value.values() if isinstance(value, dict) else value
+        return [a for item in items for a in _arrays_of(item)]
+    if isinstance(value, np.ndarray):
+        return [value]
+    try:
+        a = np.asarray(value)
+    except (TypeError, ValueError):
+        return []
+    return [] if a.dtype == object else [a]
 
 
 class _Rotation:

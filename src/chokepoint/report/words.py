@@ -248,17 +248,30 @@ def _shown(value: object) -> str:
 
 def _mismatch(m: dict) -> str:
     kind = m.get("kind")
+    path = m.get("path") or ""
+    at = f" at {path}" if path else ""
+    if kind == "structure":
+        return (f"returns {m['structure']}{at} where the reference has "
+                f"{m['expected_structure']}")
     if kind == "shape":
-        return (f"shape {tuple(m['shape'])} differs from the reference's "
+        return (f"shape {tuple(m['shape'])}{at} differs from the reference's "
                 f"{tuple(m['expected_shape'])}")
     if kind == "incomparable":
-        return f"cannot compare with the reference: {m['error']}"
+        return f"cannot compare with the reference{at}: {m['error']}"
     if kind == "no-value":
         return "returns no value"
-    index = m["first_index"]
-    where = f"first at index {tuple(index)}" if index else "the scalar differs"
-    return (f"differs at {m['count']} of {m['total']} elements, {where} "
+    return (f"differs at {m['count']} of {m['total']} elements, {_first(m['first_index'], path)} "
             f"({_shown(m['value'])} vs {_shown(m['expected'])})")
+
+
+def _first(index: list, path: str) -> str:
+    """Where a disagreement of values starts: the item of a tuple, list or dict (``path``)
+    and the index in it."""
+    if index and path:
+        return f"first at {path}, index {tuple(index)}"
+    if index:
+        return f"first at index {tuple(index)}"
+    return f"first at {path}" if path else "the scalar differs"
 
 
 def _not_compared(c) -> str:
@@ -324,7 +337,8 @@ def race_note(c) -> str:
     if c.mismatch:
         said.append(_mismatch(c.mismatch))
     if c.dtype_differs:
-        said.append(f"dtype {c.dtype_differs['dtype']} vs reference "
+        at = f" at {c.dtype_differs['path']}" if c.dtype_differs.get("path") else ""
+        said.append(f"dtype {c.dtype_differs['dtype']}{at} vs reference "
                     f"{c.dtype_differs['expected']}")
     if c.writes:
         said.append(f"writes its result into {', '.join(c.writes)}")
