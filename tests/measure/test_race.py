@@ -6,7 +6,14 @@ import json
 import numpy as np
 import pytest
 
-from chokepoint.measure.race import agreement, race
+from chokepoint.measure.race import (
+    ULPS,
+    CandidateResult,
+    agreement,
+    compare_values,
+    default_ulps,
+    race,
+)
 from chokepoint.measure.stats import indistinguishable
 
 FAST = {"min_time": 0.001, "repeats": 3}
@@ -212,7 +219,9 @@ def test_json_schema_of_design(roof):
         # what notes said in words, as fields (issue 12.7)
         "writes", "mutates", "copies", "cache_hot", "bytes", "cache_bytes", "mismatch",
         "dtype_differs", "not_compared", "differing_inputs", "interrupted", "runs_planned",
-        "workers", "workers_planned", "stale_roof"}
+        "workers", "workers_planned", "stale_roof",
+        # the tolerance floats were compared with (issue 34, item 3)
+        "tolerance"}
     ref, other = data["candidates"]
     assert ref["ratio"] is None and ref["ratio_ci"] is None
     low, high = other["ratio_ci"]
@@ -447,3 +456,47 @@ def test_race_of_functions_returning_a_tuple(roof):
     assert wrong.mismatch["path"] == "[1]" and wrong.mismatch["total"] == 1001
     assert "first at [1], index (0,)" in wrong.note
     assert ref.bytes == 8000 + 8 + 8000
+
+
+def test_floats_agree_within_ulps_of_the_reference_scale_integers_exactly():
+    x = np.linspace(-3, 3, 101)
+    ref = np.exp(x)
+    eps = np.finfo(np.float64).eps
+    close = ref + 2 * eps * ref.max()  # a vectorised exp's rounding, within a few ulp
+    assert not agreement(close, ref)[0]  # exact unless told otherwise
+    ok, mismatch, _, tol = compare_values(close, ref, ulps=4)
+    assert ok and mismatch is None
+    assert tol == {"ulps": 4, "rtol": 0.0, "atol": pytest.approx(4 * eps * ref.max()),
+                   "scale": ref.max(), "max_difference": pytest.approx(2 * eps * ref.max())}
+    ok, mismatch, _, tol = compare_values(ref + 1e-9, ref, ulps=4)
+    assert not ok and mismatch["count"] == 101 and tol["max_difference"] > tol["atol"]
+    assert compare_values(ref, ref.copy(), ulps=4) == (True, None, None, None)
+    assert not agreement(np.array([3]), np.array([4]), ulps=1e9)[0]  # integers: exact
+    assert not agreement(np.array([True]), np.array([False]), ulps=1e9)[0]
+    ok, _, _, tol = compare_values(close, ref, rtol=1e-12, ulps=4)  # rtol/atol override ulps
+    assert ok and tol["ulps"] is None and tol["rtol"] == 1e-12 and tol["scale"] is None
+
+
+def test_default_ulps_grow_with_what_each_result_element_sums():
+    def made(reads, elements):
+        return CandidateResult("X", read_elements=reads, elements=elements)
+
+    assert default_ulps(made(1, 1), made(1, 1)) == ULPS  # one element, elementwise
+    assert default_ulps(made(10**6, 1), made(10**6, 1)) == pytest.approx(4 * 1000)  # a sum
+    assert default_ulps(made(2 * 10**4, 10**4), made(2 * 10**4, 10**4)) == pytest.approx(
+        4 * (2 * 10**4) ** 0.25)  # a 100x100 matrix product: its inner dimension
+
+
+def test_race_agreement_allows_rounding_and_states_the_tolerance(roof):
+    r = race(["np.sum(X)", "np.cumsum(X)[-1]", "np.einsum('i->', X)", "np.sum(X) + 1e-6"],
+             "X = np.random.randn(100_000)", roof=roof, **FAST)
+    _, naive, einsum, wrong = r.candidates
+    assert naive.agrees is True and einsum.agrees is True and wrong.agrees is False
+    assert naive.tolerance["ulps"] == pytest.approx(4 * 100_000 ** 0.5)
+    assert 0 < naive.tolerance["max_difference"] <= naive.tolerance["atol"]
+    assert "agrees within 1.26e+03 ulp of the reference's largest magnitude" in naive.note
+    assert "beyond 1.26e+03 ulp" in wrong.note
+    exact = race(["np.sum(X)", "np.cumsum(X)[-1]"], "X = np.random.randn(100_000)",
+                 rtol=0, atol=0, roof=roof, **FAST)
+    assert exact.candidates[1].agrees is False
+    assert "beyond rtol 0, atol 0" in exact.candidates[1].note

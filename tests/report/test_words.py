@@ -37,6 +37,16 @@ def test_nothing_to_say_is_an_empty_note():
     ({"mismatch": {"kind": "incomparable", "error": "no common dtype"}},
      "cannot compare with the reference: no common dtype"),
     ({"mismatch": {"kind": "no-value"}}, "returns no value"),
+    ({"tolerance": {"ulps": 4.0, "rtol": 0.0, "atol": 1.3e-13, "scale": 148.4,
+                    "max_difference": 2.8e-14}},
+     "agrees within 4 ulp of the reference's largest magnitude 148 (atol 1.3e-13), not bit "
+     "for bit: largest difference 2.8e-14"),
+    ({"mismatch": {"kind": "values", "count": 1, "total": 1, "first_index": [], "value": 2.0,
+                   "expected": 1.0},
+      "tolerance": {"ulps": None, "rtol": 1e-06, "atol": 0.0, "scale": None,
+                    "max_difference": 1.0}},
+     "differs at 1 of 1 elements, the scalar differs (2.0 vs 1.0); beyond rtol 1e-06, atol 0: "
+     "largest difference 1"),
     ({"mismatch": {"kind": "values", "count": 2, "total": 5, "first_index": [2],
                    "value": 3.0, "expected": 2.0, "path": "[1]"}},
      "differs at 2 of 5 elements, first at [1], index (2,) (3.0 vs 2.0)"),

@@ -60,8 +60,8 @@ from .statements import (
 from .stats import NOISY_IQR, bootstrap_ratio, repeats_needed
 from .timer import Measurement, measure_interleaved
 
-__all__ = ["Candidate", "CandidateResult", "RaceResult", "agreement", "last_level_cache_bytes",
-           "race"]
+__all__ = ["ULPS", "Candidate", "CandidateResult", "RaceResult", "agreement", "compare_values",
+           "default_ulps", "last_level_cache_bytes", "race"]
 
 _MAX_COPIES = 64
 
@@ -204,6 +204,12 @@ class CandidateResult:
         size of a sweep), the cached ``bandwidth`` (bytes/s) and when it was ``measured_at``,
         the ceiling ``rechecked`` now (None when that failed, with its ``error``). Its
         ``roof_fraction`` is against the higher of the two.
+    tolerance : dict or None
+        Set when its floating-point values are not bit for bit the reference's and were
+        compared with a tolerance (see :func:`race`'s ``rtol``): ``ulps`` (None when ``rtol``
+        or ``atol`` was given), ``rtol``, ``atol`` (the absolute tolerance it amounts to),
+        ``scale`` (the reference's largest finite magnitude, None with ``rtol``/``atol``) and
+        the ``max_difference`` found. Exact dtypes (integers, booleans) compare exactly.
     """
 
     statement: str
@@ -235,7 +241,9 @@ class CandidateResult:
     workers: int | None = None
     workers_planned: int | None = None
     stale_roof: dict | None = None
+    tolerance: dict | None = None
     inputs: dict[str, str] = field(default_factory=dict, repr=False)
+    read_elements: int = field(default=0, repr=False)
     elements: int = field(default=0, repr=False)
     times: list[float] = field(default_factory=list, repr=False)
 
@@ -249,7 +257,7 @@ class CandidateResult:
     def to_dict(self) -> dict:
         """The DESIGN.md fields, ``note`` composed from the structured fields that follow."""
         data = asdict(self)
-        for private in ("inputs", "elements", "times"):
+        for private in ("inputs", "elements", "read_elements", "times"):
             data.pop(private)
         head = list(data)[:list(data).index("error") + 1]
         return {**{k: data.pop(k) for k in head}, "note": self.note, **data}
@@ -393,14 +401,17 @@ def _leaf_pairs(result, reference, path: str = "") -> list | dict:
     return pairs
 
 
-def agreement(result, reference, *, rtol: float | None = None,
-              atol: float | None = None) -> tuple[bool, dict | None, dict[str, str] | None]:
+def agreement(result, reference, *, rtol: float | None = None, atol: float | None = None,
+              ulps: float | None = None) -> tuple[bool, dict | None, dict[str, str] | None]:
     """Whether ``result`` agrees with ``reference``, how it differs, and its dtype difference.
 
     Values are compared after NumPy promotion (a 0/1 int8 result agrees with a 0/1 float64 one;
     the dtype difference is returned apart), NaN equal to NaN. With ``rtol`` or ``atol`` floats
-    compare with that tolerance. Tuples, lists and dicts (a function returning ``(loss,
-    grad)``) are compared item by item: the same length or keys, then each item as an array.
+    compare with that tolerance; else, with ``ulps``, floats agree within that many ulp (of the
+    coarser of the two dtypes) of the reference's largest finite magnitude; else exactly.
+    Integers and booleans compare exactly unless ``rtol`` or ``atol`` is given. Tuples, lists
+    and dicts (a function returning ``(loss, grad)``) are compared item by item: the same
+    length or keys, then each item as an array.
 
     Returns
     -------
@@ -414,14 +425,24 @@ def agreement(result, reference, *, rtol: float | None = None,
         ``{"dtype": ..., "expected": ...}`` when the dtypes differ (of the first item whose
         do, with its ``path``, for tuples, lists and dicts).
     """
+    return compare_values(result, reference, rtol=rtol, atol=atol, ulps=ulps)[:3]
+
+
+def compare_values(result, reference, *, rtol: float | None = None, atol: float | None = None,
+                   ulps: float | None = None) -> tuple:
+    """:func:`agreement`, and the tolerance it took: ``(agrees, mismatch, dtype_differs,
+    tolerance)``, ``tolerance`` as :attr:`CandidateResult.tolerance` (None when the values are
+    equal as they are, or were compared exactly)."""
+    tol = {"rtol": rtol, "atol": atol, "ulps": ulps}
     if not (_is_container(result) or _is_container(reference)):
-        return _array_agreement(result, reference, rtol=rtol, atol=atol)
+        return _array_agreement(result, reference, **tol)
     pairs = _leaf_pairs(result, reference)
     if isinstance(pairs, dict):
-        return False, pairs, None
+        return False, pairs, None, None
     total = sum(int(np.size(b)) for _, _, b in pairs)
-    return _merged([(path, *_array_agreement(a, b, rtol=rtol, atol=atol))
-                    for path, a, b in pairs], total)
+    found = [(path, *_array_agreement(a, b, **tol)) for path, a, b in pairs]
+    return (*_merged([f[:4] for f in found], total),
+            _merged_tolerance([f[4] for f in found]))
 
 
 def _merged(found: list, total: int) -> tuple[bool, dict | None, dict | None]:
@@ -441,38 +462,81 @@ def _merged(found: list, total: int) -> tuple[bool, dict | None, dict | None]:
     return False, {**first, "count": count, "total": total, "path": path}, dtypes
 
 
-def _array_agreement(result, reference, *, rtol: float | None,
-                     atol: float | None) -> tuple[bool, dict | None, dict[str, str] | None]:
-    """:func:`agreement` of two arrays (or scalars)."""
+def _merged_tolerance(found: list[dict | None]) -> dict | None:
+    """The tolerance of the items that took one: the largest ``atol``, ``scale`` and
+    ``max_difference`` among them."""
+    found = [t for t in found if t]
+    if not found:
+        return None
+    return {**found[0], **{k: max(t[k] for t in found if t[k] is not None)
+                           for k in ("atol", "scale", "max_difference")
+                           if any(t[k] is not None for t in found)}}
+
+
+def _largest(x: np.ndarray) -> float:
+    """The largest finite magnitude in ``x`` (0 when none is finite)."""
+    x = np.abs(x)
+    finite = x[np.isfinite(x)]
+    return float(finite.max()) if finite.size else 0.0
+
+
+def _eps(*dtypes: np.dtype) -> float:
+    """The ulp at 1 of the coarsest inexact dtype among ``dtypes``."""
+    return max(float(np.finfo(d).eps) for d in dtypes if d.kind in "fc")
+
+
+def _leaf_tolerance(a, b, a2, b2, *, rtol, atol, ulps) -> dict:
+    """The tolerance two inexact arrays (``a2``, ``b2``: promoted) are compared with."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        tol = {"ulps": None, "rtol": rtol or 0.0, "atol": atol or 0.0, "scale": None,
+               "max_difference": _largest(a2 - b2)}
+    if rtol is None and atol is None:
+        scale = _largest(b2)
+        tol.update(ulps=ulps, scale=scale, atol=ulps * _eps(a.dtype, b.dtype) * scale)
+    return tol
+
+
+def _array_agreement(result, reference, *, rtol: float | None, atol: float | None,
+                     ulps: float | None) -> tuple:
+    """:func:`compare_values` of two arrays (or scalars)."""
     a, b = np.asarray(result), np.asarray(reference)
     if a.shape != b.shape:
         return False, {"kind": "shape", "shape": list(a.shape),
-                       "expected_shape": list(b.shape)}, None
+                       "expected_shape": list(b.shape)}, None, None
     dtypes = {"dtype": str(a.dtype), "expected": str(b.dtype)} if a.dtype != b.dtype else None
+    tol = None
     try:
         common = np.result_type(a, b)
         a2, b2 = a.astype(common, copy=False), b.astype(common, copy=False)
-        if rtol is not None or atol is not None:
-            if common.kind not in "fc":
-                common = np.dtype(np.float64)
-                a2, b2 = a2.astype(common), b2.astype(common)
-            equal = np.isclose(a2, b2, rtol=rtol or 0.0, atol=atol or 0.0, equal_nan=True)
-        elif np.array_equal(a2, b2):  # one pass; enough unless NaN is involved
-            return True, None, dtypes
+        given = rtol is not None or atol is not None
+        if given and common.kind not in "fc":
+            common = np.dtype(np.float64)
+            a2, b2 = a2.astype(common), b2.astype(common)
+        if common.kind in "fc" and np.array_equal(a2, b2, equal_nan=True):
+            return True, None, dtypes, None
+        if common.kind not in "fc" and np.array_equal(a2, b2):  # one pass
+            return True, None, dtypes, None
+        if common.kind in "fc" and (given or ulps is not None):
+            tol = _leaf_tolerance(a, b, a2, b2, rtol=rtol, atol=atol, ulps=ulps)
+            equal = np.isclose(a2, b2, rtol=tol["rtol"], atol=tol["atol"], equal_nan=True)
         elif common.kind in "fc":
             equal = (a2 == b2) | (np.isnan(a2) & np.isnan(b2))
         else:
             equal = a2 == b2
     except (TypeError, ValueError) as exc:
-        return False, {"kind": "incomparable", "error": str(exc)}, dtypes
-    equal = np.asarray(equal)
+        return False, {"kind": "incomparable", "error": str(exc)}, dtypes, None
+    return (*_equal_elements(np.asarray(equal), a, b), dtypes, tol)
+
+
+def _equal_elements(equal: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[bool, dict | None]:
+    """Whether every element is equal, and the ``"values"`` mismatch when not."""
     if equal.all():
-        return True, None, dtypes
+        return True, None
     bad = int(equal.size - np.count_nonzero(equal))
     first = tuple(int(i) for i in np.argwhere(~equal)[0]) if equal.ndim else ()
     return False, {"kind": "values", "count": bad, "total": int(equal.size),
                    "first_index": list(first), "value": _scalar(a[first]),
-                   "expected": _scalar(b[first])}, dtypes
+                   "expected": _scalar(b[first])}
 
 
 # -------------------------------------------------------------------------------- running
@@ -502,6 +566,7 @@ def _prepare(candidate: Candidate, setup, n, base, *, rotate,
     out_bytes = sum(int(out.nbytes) for out in outputs)
     result.elements = sum(int(out.size) for out in outputs)
     result.bytes = sum(a.nbytes for k, a in inputs.items() if k not in written) + out_bytes
+    result.read_elements = sum(a.size for k, a in inputs.items() if k not in written)
     result.cache_bytes = cache_bytes
     working_set = result.bytes
     timed = fn
@@ -646,7 +711,10 @@ def race(
     sizes : sequence of int, optional
         Sweep these sizes, as perfplot does; the result's ``sweep`` has the medians.
     rtol, atol : float, optional
-        Tolerances for the agreement check; exact (after promotion) when neither is given.
+        Tolerances for the agreement check of floats. When neither is given, floats agree
+        within :func:`default_ulps` ulp of the reference's largest magnitude (rounding:
+        another summation order, a vectorised ``exp``); integers and booleans always compare
+        exactly (after promotion) unless one is given.
     min_time : float
         Seconds per timing repeat.
     repeats : int
@@ -842,8 +910,24 @@ def _compare(results, values, specs, reference, rtol, atol) -> None:
         if value is None and values[reference] is not None:
             res.agrees, res.mismatch = False, {"kind": "no-value"}
             continue
-        res.agrees, res.mismatch, res.dtype_differs = agreement(
-            value, values[reference], rtol=rtol, atol=atol)
+        ulps = None if rtol is not None or atol is not None else default_ulps(res, ref)
+        res.agrees, res.mismatch, res.dtype_differs, res.tolerance = compare_values(
+            value, values[reference], rtol=rtol, atol=atol, ulps=ulps)
+
+
+#: floats agree by default within this many ulp times sqrt(k) of the reference's scale
+ULPS = 4
+
+
+def default_ulps(result: CandidateResult, reference: CandidateResult) -> float:
+    """The tolerance, in ulp of the reference's largest magnitude, that a candidate's floats
+    agree within when no ``rtol``/``atol`` is given: ``ULPS * sqrt(k)``, ``k`` the elements
+    each result element may sum over (rounding that another summation order changes grows as
+    its square root): the inputs' elements over the result's, and at least their square root
+    (a matrix product's inner dimension); 4 ulp for an elementwise operation on one element."""
+    reads = max(result.read_elements, reference.read_elements, 1)
+    k = max(reads / max(reference.elements, 1), math.sqrt(reads), 1.0)
+    return ULPS * math.sqrt(k)
 
 
 def _place(results, roof: Roofline) -> None:

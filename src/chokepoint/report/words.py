@@ -274,6 +274,19 @@ def _first(index: list, path: str) -> str:
     return f"first at {path}" if path else "the scalar differs"
 
 
+def _tolerance(t: dict, *, agrees: bool) -> str:
+    """The tolerance floats were compared with, and the largest difference found."""
+    if t.get("ulps") is not None:
+        within = (f"{t['ulps']:.3g} ulp of the reference's largest magnitude "
+                  f"{t['scale']:.3g} (atol {t['atol']:.2g})")
+    else:
+        within = f"rtol {t['rtol']:.2g}, atol {t['atol']:.2g}"
+    largest = f"largest difference {t['max_difference']:.2g}"
+    if agrees:
+        return f"agrees within {within}, not bit for bit: {largest}"
+    return f"beyond {within}: {largest}"
+
+
 def _not_compared(c) -> str:
     if c.not_compared == "reference-failed":
         return "reference failed: not compared"
@@ -336,6 +349,8 @@ def race_note(c) -> str:
     said = []
     if c.mismatch:
         said.append(_mismatch(c.mismatch))
+    if c.tolerance:
+        said.append(_tolerance(c.tolerance, agrees=not c.mismatch))
     if c.dtype_differs:
         at = f" at {c.dtype_differs['path']}" if c.dtype_differs.get("path") else ""
         said.append(f"dtype {c.dtype_differs['dtype']}{at} vs reference "
