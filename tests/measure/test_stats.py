@@ -4,7 +4,13 @@ repeats."""
 import numpy as np
 import pytest
 
-from chokepoint.measure.stats import bootstrap_ratio, indistinguishable, repeats_needed
+from chokepoint.measure.stats import (
+    bootstrap_ratio,
+    indistinguishable,
+    ranking,
+    repeats_needed,
+    repeats_to_rank,
+)
 
 
 def test_identical_repeats_give_ratio_one_inside_the_interval():
@@ -66,3 +72,18 @@ def test_indistinguishable_is_an_interval_reaching_the_two_percent_band():
     assert not indistinguishable(None)
     assert indistinguishable([1.04, 1.06], within=0.05)
 
+
+
+def test_ranking_tells_a_wide_interval_from_an_indistinguishable_one():
+    assert ranking([0.97, 1.05]) == "indistinguishable"
+    assert ranking([0.35, 4.85]) == "too noisy"  # 3.1x, yet the interval includes 1
+    assert ranking([0.95, 1.4]) == "too noisy"  # a 30% gap the repeats cannot confirm
+    assert ranking([1.1, 1.3]) == "slower" and ranking([0.3, 0.4]) == "faster"
+
+
+def test_repeats_to_rank_narrow_the_interval_as_one_over_sqrt_repeats():
+    # half-width in log ratio 1.31 against log 3.1 = 1.13: (1.31 / 1.13)**2 * 5 = 6.7
+    assert repeats_to_rank(3.1, [0.35, 4.85], 5) == 7
+    # near 1: narrow it to within 10%: (log(1.3 / 0.8) / 2 / log(1.1))**2 * 5 = 32.7
+    assert repeats_to_rank(1.02, [0.8, 1.3], 5) == 33
+    assert repeats_to_rank(1.0, [0.99, 1.01], 5) == 6  # always more than it has

@@ -75,10 +75,26 @@ def test_race_text_says_indistinguishable_when_the_interval_contains_one():
     text = race_text(_ratio_result(), width=400)
     assert "1.01x [0.97, 1.05] indistinguishable" in text
     assert "0.345x [0.33, 0.36]" in text
-    assert ("np.ceil(np.clip(X, 0.0, 1)) is indistinguishable from np.ceil(np.clip(X, 0, 1)) "
-            "(ratio 1.01, 95% interval [0.97, 1.05], within 2% of 1)") in text
+    assert ("np.ceil(np.clip(X, 0.0, 1)) is indistinguishable from np.ceil(np.clip(X, 0, 1)): "
+            "ratio 1.01, the 95% interval [0.97, 1.05] includes 1") in text
     assert "(X >= 0).view('i1') is 2.9x faster than np.ceil(np.clip(X, 0, 1))" in text
     assert text.count("indistinguishable") == 2  # the table and the sentence, not the others
+
+
+def test_a_wide_interval_is_too_noisy_to_rank_not_indistinguishable():
+    """3.1x the reference with the interval [0.35, 4.85] (issue 34, item 4): not called
+    indistinguishable; the report says the repeats cannot rank it, and how many would."""
+    result = _ratio_result()
+    result.candidates[1].ratio, result.candidates[1].ratio_ci = 3.1, [0.35, 4.85]
+    text = race_text(result, width=400)
+    assert "3.1x [0.35, 4.85] too noisy" in text
+    assert ("np.ceil(np.clip(X, 0.0, 1)) against np.ceil(np.clip(X, 0, 1)): too noisy to rank "
+            "with 5 repeats (ratio 3.1, the 95% interval [0.35, 4.85] includes 1); about 7 "
+            "repeats would rank them (--repeats 7)") in text
+    assert "indistinguishable" not in text
+    result.candidates[1].ratio, result.candidates[1].ratio_ci = 1.015, [1.01, 1.019]
+    assert ("indistinguishable from np.ceil(np.clip(X, 0, 1)): ratio 1.01, the 95% interval "
+            "[1.01, 1.02] reaches within 2% of 1") in race_text(result, width=400)
 
 
 def test_race_html_says_indistinguishable_when_the_interval_contains_one():

@@ -14,7 +14,8 @@ The calibration's repeat is dropped (it is not interleaved).
 
 Each candidate's ``ratio`` is its median over the reference's, with a 95% bootstrap interval
 ``ratio_ci`` (:mod:`chokepoint.measure.stats`); an interval reaching within 2% of 1
-(``stats.SAME_WITHIN``) means the two are indistinguishable on this evidence. By
+(``stats.SAME_WITHIN``) and lying within 10% of it (``stats.RANKABLE``) means the two are
+indistinguishable on this evidence; a wider one that the repeats are too noisy to rank. By
 construction about one race in twenty of identical candidates still gives an interval that
 misses 1, and two arrays alike in every value can
 differ by a few percent in speed through where they lie in memory; ``rotate=True`` averages

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["NOISY_IQR", "SAME_WITHIN", "bootstrap_ratio", "indistinguishable", "repeats_needed"]
+__all__ = ["NOISY_IQR", "RANKABLE", "SAME_WITHIN", "bootstrap_ratio", "indistinguishable",
+           "ranking", "repeats_needed", "repeats_to_rank"]
 
 #: a measurement whose IQR is more than this fraction of its median is called noisy (the
 #: threshold torch.utils.benchmark warns at)
@@ -30,6 +31,11 @@ NOISY_IQR = 0.10
 #: moves it by more. Identical ``X.copy()`` candidates (1e5 float64, each set up in fresh worker
 #: processes) measured 1.006-1.012x with intervals as narrow as [1.001, 1.013], race after race
 SAME_WITHIN = 0.02
+
+#: an interval reaching the 1 +- 2% band is "indistinguishable" only when it also lies within
+#: 1 +- 10%; wider, the repeats are too noisy to rank the two (a 3x ratio with the interval
+#: [0.35, 4.85] says nothing either way)
+RANKABLE = 0.10
 
 #: the precision :func:`repeats_needed` aims at: the median known within +-5% (95%)
 TARGET_PRECISION = 0.05
@@ -95,3 +101,28 @@ def repeats_needed(median: float, iqr: float, *,
         return 1
     se_per_sqrt_n = math.sqrt(math.pi / 2) * iqr / 1.349
     return max(1, math.ceil((1.96 * se_per_sqrt_n / (precision * median)) ** 2))
+
+
+def ranking(ci: Sequence[float]) -> str:
+    """What an interval ``[low, high]`` of a ratio says: ``"faster"`` or ``"slower"`` when it
+    misses the band ``1 +- SAME_WITHIN``, ``"indistinguishable"`` when it reaches that band
+    and lies within ``1 +- RANKABLE``, else ``"too noisy"``."""
+    if not indistinguishable(ci):
+        return "faster" if ci[1] < 1.0 else "slower"
+    if ci[0] >= 1.0 / (1.0 + RANKABLE) and ci[1] <= 1.0 + RANKABLE:
+        return "indistinguishable"
+    return "too noisy"
+
+
+def repeats_to_rank(ratio: float, ci: Sequence[float], runs: int) -> int:
+    """About how many repeats would narrow a too noisy interval enough to rank: to exclude 1
+    if the ratio holds, or to within ``1 +- RANKABLE`` if it is near 1.
+
+    The interval's half-width (in log ratio) shrinks as ``1 / sqrt(repeats)``: ``runs *
+    (half / target) ** 2`` repeats bring it to ``target``, ``|log ratio|`` or
+    ``log(1 + RANKABLE)``, whichever is larger. At least one more than ``runs``.
+    """
+    low, high = (max(float(x), 1e-300) for x in ci)
+    half = (math.log(high) - math.log(low)) / 2
+    target = max(abs(math.log(max(ratio, 1e-300))), math.log1p(RANKABLE))
+    return max(runs + 1, math.ceil(max(runs, 1) * (half / target) ** 2))

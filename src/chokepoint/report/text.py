@@ -31,28 +31,42 @@ def plain(text: object) -> Text:
 
 def ratio_text(c) -> str:
     """A candidate's ratio to the reference with its 95% interval: ``0.12x [0.11, 0.13]``,
-    ``1.01x [0.98, 1.04] indistinguishable``; ``-`` without one."""
-    from ..measure.stats import indistinguishable
+    ``1.01x [0.98, 1.04] indistinguishable``, ``3.1x [0.35, 4.85] too noisy``; ``-`` without
+    one."""
+    from ..measure.stats import ranking
 
     if c.ratio is None or c.ratio_ci is None:
         return "-"
     low, high = c.ratio_ci
     text = f"{c.ratio:.3g}x [{low:.3g}, {high:.3g}]"
-    return text + " indistinguishable" if indistinguishable(c.ratio_ci) else text
+    rank = ranking(c.ratio_ci)
+    return f"{text} {rank}" if rank in ("indistinguishable", "too noisy") else text
 
 
 def ratio_words(c, reference: str) -> str | None:
-    """A sentence on a candidate against the reference, or None without a ratio."""
-    from ..measure.stats import SAME_WITHIN, indistinguishable
+    """A sentence on a candidate against the reference, or None without a ratio: faster or
+    slower, indistinguishable (what its interval says about 1), or too noisy to rank, with
+    about how many repeats would rank it."""
+    from ..measure.stats import SAME_WITHIN, ranking, repeats_to_rank
 
     if c.ratio is None or c.ratio_ci is None:
         return None
     low, high = c.ratio_ci
-    interval = f"ratio {c.ratio:.3g}, 95% interval [{low:.3g}, {high:.3g}]"
-    if indistinguishable(c.ratio_ci):
-        return (f"{c.statement} is indistinguishable from {reference} ({interval}, within "
-                f"{SAME_WITHIN:.0%} of 1)")
-    if high < 1:
+    interval = f"95% interval [{low:.3g}, {high:.3g}]"
+    includes = (f"the {interval} includes 1" if low <= 1 <= high else
+                f"the {interval} reaches within {SAME_WITHIN:.0%} of 1, as where identical "
+                "code's arrays lie in memory moves it")
+    rank = ranking(c.ratio_ci)
+    if rank == "indistinguishable":
+        return f"{c.statement} is indistinguishable from {reference}: ratio {c.ratio:.3g}, " \
+               f"{includes}"
+    if rank == "too noisy":
+        needed = repeats_to_rank(c.ratio, c.ratio_ci, c.runs)
+        return (f"{c.statement} against {reference}: too noisy to rank with {c.runs} repeats "
+                f"(ratio {c.ratio:.3g}, {includes}); about {needed} repeats would rank them "
+                f"(--repeats {needed})")
+    interval = f"ratio {c.ratio:.3g}, {interval}"
+    if rank == "faster":
         return f"{c.statement} is {1 / c.ratio:.3g}x faster than {reference} ({interval})"
     return f"{c.statement} is {c.ratio:.3g}x slower than {reference} ({interval})"
 
