@@ -179,3 +179,28 @@ def test_race_processes_option(cached_roof, capsys):
     assert data["mode"] == "processes"
     assert [c["agrees"] for c in data["candidates"]] == [None, True]
     assert all(c["runs"] == 2 for c in data["candidates"])
+
+
+@pytest.mark.parametrize(("argv", "usage", "hint"), [
+    (["race", "--repat", "3", "X"], "usage: chokepoint race", "did you mean --repeats"),
+    (["explain", "--mintime", "1", "X"], "usage: chokepoint explain",
+     "did you mean --min-time for --mintime?"),
+    (["rac", "X"], "usage: chokepoint [-h]", "did you mean race?"),
+    (["run", "--bugdet", "3", "prog.py"], "usage: chokepoint run", "did you mean --budget"),
+])
+def test_a_mistyped_option_or_subcommand_gets_did_you_mean_and_its_own_usage(argv, usage, hint,
+                                                                            capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert usage in err and hint in err
+
+
+def test_run_passes_the_programs_own_options_to_it():
+    """Options after the program's name are the program's, even ones chokepoint run has."""
+    from chokepoint.cli import _parser
+
+    args = _parser().parse_args(["run", "prog.py", "--anything", "--json", "x", "-m", "y"])
+    assert args.program == ["prog.py", "--anything", "--json", "x", "-m", "y"]
+    assert args.json is None and args.module is None

@@ -7,14 +7,56 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import json
 import math
 import os
+import re
 import sys
 
 __all__ = ["add_explain_arguments", "add_race_arguments", "candidate", "demo_candidates", "emit",
            "main", "non_negative_float", "parse_sizes", "positive_float", "positive_int",
            "run_explain", "run_race"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, saying a mistake where it is made: an unknown option or a mistyped subcommand
+    gets the close matches (``did you mean --repeats?``) and the usage of the (sub)command it
+    was given to, exit status 2. Long options must be written whole (``allow_abbrev=False``),
+    so that a typo is never taken for another option; an unknown option is refused by the
+    subcommand itself, never left over for the top level (whose usage says nothing of it) or
+    taken as a statement."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        """As argparse, but arguments no option or positional takes are an error here."""
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(self._unrecognized(extras))
+        return namespace, extras
+
+    def _unrecognized(self, extras: list[str]) -> str:
+        options = [w for w in extras if w.startswith("--") or re.fullmatch(r"-[A-Za-z]", w)]
+        said = f"unrecognized arguments: {' '.join(extras)}"
+        for word in options:
+            close = difflib.get_close_matches(word.split("=", 1)[0],
+                                              list(self._option_string_actions), n=2)
+            if close:
+                said += f"; did you mean {' or '.join(close)} for {word}?"
+        return said
+
+    def error(self, message: str):
+        """Print the usage and ``message`` with close matches of a mistyped choice; exit 2."""
+        choice = re.search(r"invalid choice: '(.*?)' \(choose from (.*)\)", message)
+        if choice:
+            close = difflib.get_close_matches(choice[1], re.findall(r"'(.*?)'", choice[2]),
+                                              n=2)
+            if close:
+                message += f"; did you mean {' or '.join(close)}?"
+        super().error(message)
 
 
 def positive_float(text: str) -> float:
@@ -479,7 +521,7 @@ def _run_program(args: argparse.Namespace) -> int:
 def _parser() -> argparse.ArgumentParser:
     from . import __version__, bench
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="chokepoint",
         description="Fast ReLU-family kernels for NumPy, and where array code spends its time.")
     parser.add_argument("--version", action="version", version=f"chokepoint {__version__}")

@@ -1,5 +1,6 @@
 """The recording run: statements, hits, own time, captures (no timing asserted)."""
 
+import os
 import sys
 import textwrap
 
@@ -126,3 +127,31 @@ def test_statements_with_effects_besides_computing_are_not_replayed():
     for code in ("np.add(a, b, out=c)", "y = x.sum()", "self.W -= lr * g", "B[B < 0] = 0",
                  "h = np.tanh(X @ W + b)"):
         assert side_effect(ast.parse(code)) is None, code
+
+
+def test_an_include_prefix_matches_whole_folders_and_the_programs_folder_is_not_added(tmp_path):
+    (tmp_path / "progs").mkdir()
+    (tmp_path / "progs2").mkdir()
+    inside, beside = tmp_path / "progs" / "a.py", tmp_path / "progs2" / "b.py"
+    assert user_file(str(inside), (str(tmp_path / "progs"),))
+    assert user_file(str(beside), (str(tmp_path / "progs"),))  # the user's anyway
+    assert not user_file(np.__file__, (str(tmp_path / "progs"),))
+    assert user_file(np.__file__, (os.path.dirname(np.__file__),))  # asked for by name
+
+
+def test_calls_that_act_on_the_world_or_on_objects_not_copied_are_refused():
+    import ast
+    import logging
+    import time as time_module
+
+    from chokepoint.program.replay import refused_call
+
+    out: list = []
+    rng = np.random.default_rng(0)
+    values = {"sleep": time_module.sleep, "log": logging.getLogger("x"),
+              "append": out.append, "draw": rng.standard_normal, "x": np.ones(3),
+              "rng": rng}
+    for code in ("sleep(0.01)", "log.info('%s', x.sum())", "append(x)", "v = draw(3)"):
+        assert refused_call(ast.parse(code), values, {}) is not None, code
+    for code in ("y = np.sqrt(x) + x.sum()", "v = rng.standard_normal(3)", "n = len(x)"):
+        assert refused_call(ast.parse(code), values, {"np": np}) is None, code

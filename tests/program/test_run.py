@@ -214,3 +214,27 @@ def test_run_m_runs_a_module_as_python_m_does(tmp_path, cached_roof):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "3 ['x']\n"
     assert "job.py:4" in proc.stderr
+
+
+def test_profile_never_changes_the_users_objects_through_a_replay(roof, monkeypatch):
+    import numpy as np
+
+    import chokepoint.program.api as api
+
+    monkeypatch.setattr(api, "roofline", lambda: roof)
+    out: list = []
+    rng = np.random.default_rng(0)
+    state = rng.bit_generator.state
+    x = np.arange(200_000, dtype=float)
+    with profile(quiet=True, budget_s=5):
+        append = out.append
+        draw = rng.standard_normal
+        append(float(np.sqrt(x).sum()))
+        v = draw(200_000)
+        x[x > 100] = 0.0
+    assert len(out) == 1
+    assert v.shape == (200_000,)
+    rng2 = np.random.default_rng(0)
+    rng2.standard_normal(200_000)
+    assert rng.bit_generator.state == rng2.bit_generator.state != state
+    assert (x[101:] == 0).all() and x[100] == 100.0

@@ -24,7 +24,7 @@ import numpy as np
 from ..measure.timer import Measurement, measure, measure_interleaved
 from .trace import Op
 
-__all__ = ["Probe", "ProbeSettings", "probe_op", "time_op"]
+__all__ = ["Probe", "ProbeSettings", "probe_op", "significant", "time_op"]
 
 
 @dataclass(frozen=True)
@@ -67,14 +67,19 @@ class Probe:
         return self.base.median - self.changed.median
 
     def significant(self, fraction: float = 0.1) -> bool:
-        """The change moves the median by more than ``fraction`` of it and by more than the
-        base's own run-to-run spread (its interquartile range), and the two timings'
-        interquartile ranges do not overlap."""
-        b25, b75 = np.percentile(self.base.times, [25, 75])
-        c25, c75 = np.percentile(self.changed.times, [25, 75])
-        apart = b25 > c75 if self.saved > 0 else c25 > b75
-        return (abs(self.saved) > fraction * self.base.median
-                and abs(self.saved) > self.base.iqr and bool(apart))
+        """See :func:`significant`."""
+        return significant(self.base.times, self.changed.times, fraction)
+
+
+def significant(base: list[float], changed: list[float], fraction: float = 0.1) -> bool:
+    """A change moved the median by more than ``fraction`` of it and by more than the base's
+    own run-to-run spread (its interquartile range), and the two timings' interquartile ranges
+    do not overlap: the one rule for every probe, of explain and of run."""
+    b25, b50, b75 = np.percentile(base, [25, 50, 75])
+    c25, c50, c75 = np.percentile(changed, [25, 50, 75])
+    saved = b50 - c50
+    apart = b25 > c75 if saved > 0 else c25 > b75
+    return abs(saved) > fraction * b50 and abs(saved) > b75 - b25 and bool(apart)
 
 
 def _time(fn, settings: ProbeSettings) -> Measurement:

@@ -191,7 +191,7 @@ def _blas_threads() -> int:
 
 def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                  *, min_share_s: float = 0.0, rewrite: bool = True,
-                 deadline: float = math.inf) -> LineAnalysis:
+                 deadline: float = math.inf, include: tuple[str, ...] = ()) -> LineAnalysis:
     """Replay ``stat`` and measure its causes.
 
     Raises
@@ -199,7 +199,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     ReplayError
         When it cannot be replayed (the message says why).
     """
-    replay = prepare(stat)
+    replay = prepare(stat, include)
     st = replay.statement
     line_s = stat.ns / 1e9
     notes = list(replay.notes)

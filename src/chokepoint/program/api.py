@@ -21,7 +21,7 @@ from ..explain.probes import ProbeSettings
 from ..measure.roofline import Roofline, cache_path, roofline
 from ..measure.statements import preserved_rng
 from .analyse import LineAnalysis, analyse_line
-from .record import LineStat, Recorder
+from .record import LineStat, Recorder, user_file
 from .replay import ReplayError, release_heap
 
 __all__ = ["SCHEMA", "ProgramReport", "analyse_program", "profile", "run_program"]
@@ -198,9 +198,9 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
             progress("measuring this machine's roofline (about 10 s, cached afterwards)")
         roof = roofline()
     # the hook's own cost, taken out of each line's time (it lands in the line it interrupts)
-    cost_ns = recorder.hook_cost_ns()
+    per_event, per_call = recorder.hook_cost_ns()
     for s in recorder.lines.values():
-        s.ns = max(0, int(s.ns - s.events * cost_ns))
+        s.ns = max(0, int(s.ns - s.events * per_event - s.library_calls * per_call))
         s.first_ns = min(s.first_ns, s.ns)
     stats = sorted(recorder.lines.values(), key=lambda s: s.ns, reverse=True)
     lines_s = sum(s.ns for s in stats) / 1e9
@@ -230,10 +230,12 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
         line_deadline = min(deadline, began + budget_s * LINE_BUDGET)
         try:
             # a replay prints nothing and leaves the random generators as they were
-            with contextlib.redirect_stdout(io.StringIO()), preserved_rng():
+            with contextlib.redirect_stdout(io.StringIO()), \
+                    contextlib.redirect_stderr(io.StringIO()), preserved_rng():
                 _apply(row, stat, analyse_line(stat, roof, settings,
                                                min_share_s=0.01 * wall_s,
-                                               deadline=line_deadline))
+                                               deadline=line_deadline,
+                                               include=recorder.include))
         except ReplayError as exc:
             row["why_not"] = f"not replayed: {exc}"
         except (Exception, SystemExit) as exc:  # one line's failure never loses the report
@@ -245,8 +247,8 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
         row.pop("_stat")
     rows.sort(key=lambda r: (r["recoverable_s"], r["time_s"]), reverse=True)
     machine = roof.summary()
-    uncaptured = [r["source"] for r in rows if r["why_not"] and "budget" in r["why_not"]
-                  and "capture" in r["why_not"]]
+    uncaptured = [_display(s.statement.filename) + f":{s.statement.line}"
+                  for s in stats if s.over_budget]
     if uncaptured:
         notes.append(f"{len(uncaptured)} line(s) were over the capture budget: "
                      + ", ".join(uncaptured[:5]))
@@ -298,8 +300,7 @@ def run_program(target: str, args: list[str] | None = None, *, module: bool = Fa
     argv = [target, *args]
     if not module and not os.path.exists(target):
         raise FileNotFoundError(f"no such program: {target}")
-    recorder = Recorder(include=tuple(include) + ((os.path.dirname(os.path.abspath(target)),)
-                                                  if not module else ()),
+    recorder = Recorder(include=tuple(include),
                         budget_bytes=capture_bytes or _default_capture_bytes())
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = argv
@@ -316,14 +317,11 @@ def run_program(target: str, args: list[str] | None = None, *, module: bool = Fa
         else:
             runpy.run_path(target, run_name="__main__")
     except SystemExit as exc:
-        recorder.stop()
         status = _exit_status(exc)
     except KeyboardInterrupt:
-        recorder.stop()
         status, error = 130, "KeyboardInterrupt"
-    except BaseException:
-        recorder.stop()
-        status, error = 1, traceback.format_exc()
+    except BaseException as exc:
+        status, error = 1, _program_traceback(exc)
     finally:
         recorder.stop()
         wall = time.perf_counter() - start
@@ -331,6 +329,15 @@ def run_program(target: str, args: list[str] | None = None, *, module: bool = Fa
     sys.stdout.flush()
     return analyse_program(recorder, program=target, argv=argv, exit_status=status, wall_s=wall,
                            roof=roof, budget_s=budget_s, error=error, progress=progress)
+
+
+def _program_traceback(exc: BaseException) -> str:
+    """The traceback as the program alone would have printed it: chokepoint's and runpy's
+    frames left out."""
+    tb = exc.__traceback__
+    while tb is not None and not user_file(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
 def _default_capture_bytes() -> int:
@@ -389,8 +396,10 @@ class profile:
         if not self.quiet:
             print(self.report.text(), file=self.file or sys.stderr)
         if self.json:
+            from ..report.program import json_ready
+
             with open(self.json, "w") as f:
-                _json.dump(self.report.to_dict(), f, indent=1, allow_nan=False, default=str)
+                _json.dump(json_ready(self.report.to_dict()), f, indent=1, allow_nan=False)
         if self.html:
             with open(self.html, "w") as f:
                 f.write(self.report.to_html())

@@ -60,8 +60,8 @@ def user_file(filename: str, include: tuple[str, ...] = ()) -> bool:
     if not filename or filename.startswith("<"):
         return filename.startswith("<ipython-input") or filename.startswith("<cell")
     path = os.path.realpath(filename)
-    if any(path.startswith(p) for p in include):
-        return True
+    if any(path == p or path.startswith(p.rstrip(os.sep) + os.sep) for p in include):
+        return True  # asked for by name: even inside site-packages
     return not any(path.startswith(d) for d in _LIBRARY_DIRS)
 
 
@@ -162,6 +162,7 @@ class SourceMap:
 
 
 _CALIBRATION = "<chokepoint calibration>"
+_CALIBRATION_LIBRARY = "<chokepoint calibration library>"
 _CALIBRATION_N = 20_000
 _CALIBRATION_CODE = """
 def loop(n):
@@ -170,12 +171,20 @@ def loop(n):
         x += i
         x -= 1
     return x
+
+def calling(n, library):
+    for i in range(n):
+        library(i)
+"""
+_LIBRARY_CODE = """
+def library(i):
+    return i
 """
 
 
-def _timed(loop) -> int:
+def _timed(loop, args=(_CALIBRATION_N,)) -> int:
     start = time.perf_counter_ns()
-    loop(_CALIBRATION_N)
+    loop(*args)
     return time.perf_counter_ns() - start
 
 
@@ -241,8 +250,10 @@ class LineStat:
     capture: Capture | None = None
     state: int = 0  # 0: capture wanted; 1: captured; 2: copy at next hit; 3: not captured
     why_not: str = ""  # why it was not captured
+    over_budget: bool = False  # not captured: the capture budget was spent
     mutates: bool = False  # its first execution changed what it read
     events: int = 0  # calls of the hook that landed in its time (their cost is taken out)
+    library_calls: int = 0  # library Python functions it called (each a call of the hook)
     first_ns: int = 0  # its first execution's own time
     peak_growth: int = 0  # bytes the process's peak memory grew by during its first execution
 
@@ -282,27 +293,48 @@ class Recorder:
                                        or code.co_filename == _CALIBRATION)
         return user
 
-    def hook_cost_ns(self) -> float:
+    def hook_cost_ns(self) -> tuple[float, float]:
         """Nanoseconds the hook adds to a line's own time per line event (the call into the
-        hook before it reads the clock), measured on a loop of trivial lines."""
+        hook before it reads the clock), and per call of a library's Python function, each
+        measured on a loop of trivial lines."""
         scope: dict = {}
         exec(compile(_CALIBRATION_CODE, _CALIBRATION, "exec"), scope)
-        loop = scope["loop"]
-        plain = min(_timed(loop) for _ in range(3))
+        exec(compile(_LIBRARY_CODE, _CALIBRATION_LIBRARY, "exec"), scope)
+        per_event = self._calibrate(scope["loop"], None)
+        per_call = self._calibrate(scope["calling"], scope["library"], per_event)
+        return per_event, per_call
+
+    def _calibrate(self, loop, library, per_event: float | None = None) -> float:
+        """The hook's cost per line event (``per_event`` None), or per library call."""
+        args = (_CALIBRATION_N,) if library is None else (_CALIBRATION_N, library)
+        plain = min(_timed(loop, args) for _ in range(3))
         costs = []
         for _ in range(3):
             probe = Recorder()
             probe._user[loop.__code__] = True
+            if library is not None:
+                probe._user[library.__code__] = False
             probe.start()
-            loop(_CALIBRATION_N)
+            loop(*args)
             probe.stop()
-            events = sum(s.events for s in probe.lines.values())
-            lines_ns = sum(s.ns for s in probe.lines.values())
-            costs.append(max(0.0, (lines_ns - plain) / max(events, 1)))
+            stats = probe.lines.values()
+            extra = sum(s.ns for s in stats) - plain
+            if per_event is None:
+                costs.append(max(0.0, extra / max(sum(s.events for s in stats), 1)))
+            else:
+                extra -= per_event * sum(s.events for s in stats)
+                costs.append(max(0.0, extra / max(sum(s.library_calls for s in stats), 1)))
         return min(costs)
 
     def _global(self, frame, event, arg):
-        if event != "call" or not self._is_user(frame.f_code):
+        if event != "call":
+            return None
+        if not self._is_user(frame.f_code):
+            # a library's Python function (NumPy's wrappers): the hook's call costs the line
+            # running; counted, to be taken out
+            stack = self._stack
+            if stack and stack[-1][1] is not None:
+                stack[-1][1].library_calls += 1
             return None
         now = time.perf_counter_ns()
         stack = self._stack
@@ -311,7 +343,6 @@ class Recorder:
             if top[1] is not None:
                 top[1].ns += now - top[3]
                 top[1].events += 1
-            self._finish(top)
         stack.append([frame, None, -1, 0, None, None])
         stack[-1][3] = time.perf_counter_ns()
         return self._local
@@ -390,6 +421,7 @@ class Recorder:
             values[name] = value
         if self.held + new_bytes > self.budget_bytes:
             stat.state = 3
+            stat.over_budget = True
             stat.why_not = (f"over the capture budget ({new_bytes / 2**20:.0f} MiB more than the "
                             f"{self.budget_bytes / 2**20:.0f} MiB left to it)")
             return None
@@ -424,6 +456,8 @@ class Recorder:
             stat.mutates = True
             stat.state = 2  # capture again, by copy, at the next execution
             self.held -= capture.nbytes
+            self.held_ids.difference_update(
+                id(v) for v in capture.values.values() if isinstance(v, np.ndarray))
 
     # -- running --------------------------------------------------------------------------------
 

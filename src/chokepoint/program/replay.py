@@ -18,6 +18,7 @@ changed, the two alternating (:func:`paired`):
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 import ctypes
 import ctypes.util
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..explain.probes import significant
 from ..measure import statements as _statements
 from .record import LineStat, user_file
 
@@ -62,26 +64,12 @@ class Pair:
 
     def noise_s(self) -> float:
         """The larger interquartile range of the two sides."""
-        def iqr(xs: list[float]) -> float:
-            if len(xs) < 4:
-                return max(xs) - min(xs)
-            q = statistics.quantiles(xs, n=4)
-            return q[2] - q[0]
-        return max(iqr(self.base), iqr(self.changed))
+        return max(float(np.subtract(*np.percentile(side, [75, 25])))
+                   for side in (self.base, self.changed))
 
     def significant(self, fraction: float = 0.1) -> bool:
-        """The change moved the median by more than ``fraction`` of it and by more than either
-        side's spread, and every changed sample beats the base's median (or loses to it)."""
-        saved = self.saved_s
-        if abs(saved) <= fraction * self.base_s or abs(saved) <= self.noise_s():
-            return False
-        if saved > 0:
-            return sorted(self.changed)[len(self.changed) * 3 // 4] < self.base_s
-        return sorted(self.changed)[len(self.changed) // 4] > self.base_s
-
-    def to_dict(self) -> dict:
-        return {"base_s": self.base_s, "changed_s": self.changed_s,
-                "samples": len(self.base)}
+        """explain's rule (:func:`chokepoint.explain.probes.significant`)."""
+        return significant(self.base, self.changed, fraction)
 
 
 # -- the statement as code ----------------------------------------------------------------------
@@ -123,7 +111,11 @@ class Replay:
         """A fresh namespace: copies of the captured values over the frame's globals."""
         ns = dict(self.base)
         for name, value in self.pristine.items():
-            ns[name] = _statements.protected_copy(name, value)
+            try:
+                ns[name] = _statements.protected_copy(name, value)
+            except TypeError:
+                raise ReplayError(f"it reads {name} ({type(value).__name__}), which cannot be "
+                                  "copied (a replay never touches your objects)") from None
         return ns
 
     def arrays(self, ns: dict) -> dict[str, np.ndarray]:
@@ -193,7 +185,8 @@ def side_effect(tree: ast.AST) -> str | None:
 
 
 #: calls whose arguments are what a line computes, the call itself only storing or showing it
-_STORING = frozenset({"append", "extend", "insert", "add", "put", "write"})
+_STORING = frozenset({"append", "extend", "insert", "add", "put", "write", "writerow", "info",
+                      "debug", "warning", "error", "critical", "log"})
 
 
 def _arguments(statement: _statements.Statement) -> _statements.Statement | None:
@@ -220,29 +213,103 @@ def _arguments(statement: _statements.Statement) -> _statements.Statement | None
         return None
 
 
-def prepare(stat: LineStat) -> Replay:
+#: modules whose functions act on the world (files, processes, logs, the clock)
+EFFECT_MODULES = SIDE_EFFECT_MODULES | frozenset({"csv", "io", "sqlite3", "shelve",
+                                                  "tempfile", "glob", "webbrowser", "tkinter"})
+#: methods that write or show what was computed, whatever their object
+OUTPUT_METHODS = SIDE_EFFECT_METHODS | frozenset({
+    "savefig", "show", "to_csv", "to_parquet", "to_json", "to_pickle", "to_excel", "to_hdf",
+    "to_sql", "writerow", "writerows", "info", "debug", "warning", "error", "critical",
+    "exception", "log"})
+_MISSING = object()
+
+
+def _resolve(node: ast.expr, values: dict, global_ns: dict):
+    """The object a call's function expression names (``_MISSING`` when it cannot be told
+    without running code: a call's result, a subscript)."""
+    if isinstance(node, ast.Name):
+        for scope in (values, global_ns, vars(builtins)):
+            if node.id in scope:
+                return scope[node.id]
+        return _MISSING
+    if isinstance(node, ast.Attribute):
+        base = _resolve(node.value, values, global_ns)
+        if base is _MISSING:
+            return _MISSING
+        try:
+            return getattr(base, node.attr)
+        except Exception:
+            return _MISSING
+    return _MISSING
+
+
+def _module_root(value) -> str:
+    module = getattr(value, "__module__", None)
+    owner = getattr(value, "__self__", None)
+    if not isinstance(module, str) and owner is not None:
+        module = type(owner).__module__
+    return (module or "").split(".")[0]
+
+
+def refused_call(tree: ast.AST, values: dict, global_ns: dict,
+                 include: tuple[str, ...] = ()) -> str | None:
+    """Why a statement's calls must not run again, judged on what they call (None: every call
+    computes). Refused: the user's own functions (their lines are measured), functions of
+    modules that act on the world (``sleep`` imported from time, logging), methods that write
+    or show (``fig.savefig``, ``log.info``), and bound methods stored in a variable (their
+    object is not copied with the statement's values)."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        value = _resolve(node.func, values, global_ns)
+        if value is _MISSING:
+            continue
+        name = getattr(value, "__name__", type(value).__name__)
+        function = value.__func__ if isinstance(value, types.MethodType) else value
+        code = function.__code__ if isinstance(function, types.FunctionType) else None
+        if code is not None and user_file(code.co_filename, include):
+            return f"it calls your function {name}() (whose own lines are measured)"
+        root = _module_root(value)
+        if root in EFFECT_MODULES:
+            return f"it calls {root}.{name}(), which acts outside the program's arrays"
+        if name in OUTPUT_METHODS and root not in ARRAY_MODULES:
+            return f"it calls .{name}(), which writes or shows what was computed"
+        owner = getattr(value, "__self__", None)
+        stored = isinstance(node.func, ast.Name)
+        if stored and owner is not None and not isinstance(owner, types.ModuleType) \
+                and not isinstance(owner, np.random.RandomState):
+            return (f"it calls {name}, a method of an object kept in a variable (the object "
+                    "is not copied with the line's values)")
+    return None
+
+
+def prepare(stat: LineStat, include: tuple[str, ...] = ()) -> Replay:
     """The replay of a recorded statement, or ReplayError saying why there is none."""
     capture = stat.capture
     if capture is None:
         raise ReplayError(stat.why_not or "its values were not captured")
     source = replay_source(stat)
     st = stat.statement
-    for name, value in capture.values.items():
-        if isinstance(value, types.FunctionType) and user_file(value.__code__.co_filename):
-            raise ReplayError(f"it calls your function {name}() (whose own lines are measured)")
     try:
         statement = _statements.Statement.parse(source, filename=st.filename,
                                                 first_line=st.line)
     except (SyntaxError, ValueError) as exc:
         raise ReplayError(f"it does not parse on its own ({exc})") from None
     notes = []
-    effect = side_effect(statement.tree)
-    if effect is not None:
+    refused = side_effect(statement.tree)
+    if refused is not None:
+        refused = f"it has effects besides computing ({refused}): run once only"
+    else:
+        refused = refused_call(statement.tree, capture.values, capture.globals, include)
+    if refused is not None:
+        # print(E), L.append(E), log.info(fmt, E): what it computes is E, replayed alone
         computed = _arguments(statement)
-        if computed is None:
-            raise ReplayError(f"it has effects besides computing ({effect}): run once only")
+        if computed is None or side_effect(computed.tree) is not None or refused_call(
+                computed.tree, capture.values, capture.globals, include) is not None:
+            raise ReplayError(refused)
         statement = computed
-        notes.append(f"replayed without its {effect}: the arguments it computes, timed alone")
+        notes.append("replayed without the call that stores or shows its value: the "
+                     "arguments it computes, timed alone")
     changed = capture.changed_since()
     if changed:
         notes.append(f"replayed on the values at the end of the run: the program changed "

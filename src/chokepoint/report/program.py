@@ -32,11 +32,15 @@ def _pct(x: float) -> str:
     return f"{100 * x:.0f}%" if x >= 0.01 or x == 0 else f"{100 * x:.1g}%"
 
 
+def _runs(n: int) -> str:
+    return f"{n} run" if n == 1 else f"{n} runs"
+
+
 def cause_evidence(cause: dict) -> str:
     """What was measured, in one sentence."""
     kind = cause["kind"]
     hits = cause.get("hits", 1)
-    per = f" ({hits} runs)" if hits > 1 else ""
+    per = f" ({_runs(hits)})" if hits > 1 else ""
     if cause.get("first_use"):
         return (f"its first run took {_ms(cause['first_run_s'])} and grew the process by "
                 f"{_mb(cause['peak_growth'])}; replayed on memory already used, "
@@ -59,7 +63,7 @@ def cause_evidence(cause: dict) -> str:
         if cause.get("header"):
             return (f"the interpreter's work of looping: {hits} iterations, "
                     f"{_ms(cause['seconds'] / max(hits, 1))} each")
-        return (f"{hits} runs at {_ms(cause.get('run_per_hit_s', cause['per_hit_s']))} each "
+        return (f"{_runs(hits)} at {_ms(cause.get('run_per_hit_s', cause['per_hit_s']))} each "
                 f"({_ms(cause['per_hit_s'])} replayed), of which "
                 f"{_ms(cause['overhead_s'])} is interpreter and per-call overhead "
                 f"({cause['calls']} NumPy call(s) at about {_ms(cause['call_s'])} fixed cost "
@@ -68,11 +72,8 @@ def cause_evidence(cause: dict) -> str:
 
 
 def cause_suggestion(cause: dict, line: dict) -> str:
-    """What to do about it."""
+    """What to do about it (a measured rewrite, when there is one, is said instead)."""
     kind = cause["kind"]
-    if line.get("rewrite"):
-        r = line["rewrite"]
-        return f"{r['code']} ({r['speedup']:.1f}x faster, measured)"
     if cause.get("first_use"):
         return ("reuse arrays the program already has (out=, in-place operators) instead of "
                 "new ones, so that the process does not grow")
@@ -100,9 +101,10 @@ def _rate(line: dict) -> str:
     t = line["time_s"]
     if not line.get("analysed") or t <= 0 or line.get("python_s") == t:
         return ""
-    if line["flops"] and line["flops"] / t > 1e9 and line["bytes"] / t < 1e9:
+    if line["flops"] and line["flops"] >= line["bytes"]:  # arithmetic intensity of 1 and up
         return f"{line['flops'] / t / 1e9:.1f} GFLOP/s"
-    return f"{line['bytes'] / t / 1e9:.1f} GB/s" if line["bytes"] else ""
+    rate = line["bytes"] / t / 1e9
+    return f"{rate:.1f} GB/s" if rate >= 0.05 else ""
 
 
 def _cell(text: str, width: int) -> str:
@@ -121,10 +123,11 @@ def _headline_lines(r) -> list[str]:
         slowest = max(r.lines, key=lambda line: line["time_s"])
         out.append(f"little to recover: the lines' recoverable time adds up to "
                    f"{_ms(recoverable)} ({_pct(recoverable / r.wall_s)} of the run); the "
-                   f"slowest line, {slowest['source']}, took {_ms(slowest['time_s'])} against "
-                   f"a floor of {_floor(slowest)}")
+                   f"slowest line, {slowest['source']}, took {_ms(slowest['time_s'])}"
+                   + (f" against a floor of {_ms(slowest['floor_s'])}"
+                      if slowest.get("analysed") and slowest.get("modelled", True) else ""))
     out += [f"headline: {h['source']}  {_cell(top['code'], 90)}",
-           f"  {_ms(top['time_s'])} ({_pct(top['share'])} of the run) in {top['hits']} runs; "
+           f"  {_ms(top['time_s'])} ({_pct(top['share'])} of the run) in {_runs(top['hits'])}; "
            f"floor {_floor(top)}; recoverable "
            f"{_ms(top['recoverable_s'])}"]
     for cause in top["causes"][:3]:
@@ -144,7 +147,7 @@ def _headline_lines(r) -> list[str]:
         rw = top["rewrite"]
         out.append(f"  rewrite: {rw['code']} -- {rw['speedup']:.1f}x faster on your values "
                    f"({rw.get('values') or 'checked'}), saves {_ms(rw['saved_s'])}")
-    elif top["causes"] and (advice := cause_suggestion(top["causes"][0], top)):
+    elif top["cause"] and (advice := cause_suggestion(top["causes"][0], top)):
         out.append(f"  -> {advice}")
     if top["why_not"]:
         out.append(f"  ({top['why_not']})")
