@@ -14,7 +14,7 @@ from chokepoint.measure.race import (
     default_ulps,
     race,
 )
-from chokepoint.measure.stats import indistinguishable
+from chokepoint.measure.stats import indistinguishable, ranking
 
 FAST = {"min_time": 0.001, "repeats": 3}
 
@@ -298,10 +298,12 @@ def test_identical_candidates_are_indistinguishable(roof):
         assert same.copies > 1
         assert ref.ratio is None and ref.ratio_ci is None
         seen.append((same.ratio, same.ratio_ci))
-        if indistinguishable(same.ratio_ci):  # reaches 1 +- 2% (stats.SAME_WITHIN)
+        if ranking(same.ratio_ci) == "indistinguishable":  # 1 +- 2%, within 1 +- 10%
             break
     assert indistinguishable(same.ratio_ci), seen
-    assert "indistinguishable" in r.table()
+    # never ranked; a loaded machine's wide interval is too noisy to rank (issue 34.4)
+    assert ranking(same.ratio_ci) in ("indistinguishable", "too noisy"), seen
+    assert ranking(same.ratio_ci) in r.table()
 
 
 def test_the_origin_question_is_far_from_one(roof):
