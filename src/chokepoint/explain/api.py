@@ -10,11 +10,13 @@ are summed into a line_profiler-like table against the machine's ceilings.
 
 from __future__ import annotations
 
+import contextlib
 import linecache
 import math
 import time
 import tracemalloc
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -30,7 +32,8 @@ from .probes import ProbeSettings, probe_op, time_op
 from .rewrite import FASTER, find_rewrite
 from .trace import trace
 
-__all__ = ["PROBED", "ExplainError", "Explanation", "explain", "floor_of", "measured_rewrite",
+__all__ = ["PROBED", "ExplainError", "Explanation", "allocated", "explain", "floor_of",
+           "measured_rewrite",
            "probe_operations"]
 
 #: operations taking at least this share of the traced time are probed; the others are timed
@@ -147,22 +150,30 @@ def _remember_source(statement: Statement) -> None:
                                                statement.filename)
 
 
-def _peak_extra(fn) -> int | None:
-    """Peak memory a call allocates beyond its result, from tracemalloc (NumPy reports its
-    array buffers there)."""
+@contextlib.contextmanager
+def allocated() -> Iterator[list[int]]:
+    """The peak of new memory inside the block, from tracemalloc (NumPy reports its array
+    buffers there): a one-element list, filled on exit."""
+    peak = [0]
     was_tracing = tracemalloc.is_tracing()
     if not was_tracing:
         tracemalloc.start()
+    tracemalloc.reset_peak()
+    before = tracemalloc.get_traced_memory()[0]
     try:
-        tracemalloc.reset_peak()
-        before = tracemalloc.get_traced_memory()[0]
-        value = fn()
-        peak = tracemalloc.get_traced_memory()[1]
+        yield peak
     finally:
+        peak[0] = max(0, tracemalloc.get_traced_memory()[1] - before)
         if not was_tracing:
             tracemalloc.stop()
+
+
+def _peak_extra(fn) -> int | None:
+    """Peak memory a call allocates beyond its result."""
+    with allocated() as peak:
+        value = fn()
     result = int(np.asarray(value).nbytes) if isinstance(value, np.ndarray) else 0
-    return max(0, peak - before - result)
+    return max(0, peak[0] - result)
 
 
 def _op_dtype(op) -> str:

@@ -15,12 +15,11 @@ import contextlib
 import math
 import os
 import time
-import tracemalloc
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..explain.api import floor_of, measured_rewrite, probe_operations
+from ..explain.api import allocated, floor_of, measured_rewrite, probe_operations
 from ..explain.findings import derive_findings
 from ..explain.lines import line_rewrites
 from ..explain.model import build_model
@@ -109,24 +108,6 @@ def call_cost() -> float:
     return _CALL_COST[0]
 
 
-@contextlib.contextmanager
-def _allocated():
-    """The peak of new memory inside the block, from tracemalloc (NumPy reports its array
-    buffers there), in a one-element list filled on exit."""
-    peak = [0]
-    was = tracemalloc.is_tracing()
-    if not was:
-        tracemalloc.start()
-    tracemalloc.reset_peak()
-    before = tracemalloc.get_traced_memory()[0]
-    try:
-        yield peak
-    finally:
-        peak[0] = max(0, tracemalloc.get_traced_memory()[1] - before)
-        if not was:
-            tracemalloc.stop()
-
-
 def _syntax_steps(tree: ast.AST) -> int:
     """Calls, subscripts, attribute reads and operators in a statement: the steps the
     interpreter takes besides the NumPy calls themselves."""
@@ -212,7 +193,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     # (the result the model writes once, what a rewrite must equal)
     expr = _expression(st)
     try:
-        with np.errstate(all="ignore"), _statements.preserved_rng(), _allocated() as peak:
+        with np.errstate(all="ignore"), _statements.preserved_rng(), allocated() as peak:
             tr = trace(expr or st, ns, list(inputs))
         if not replay.mutates:
             replay.mutates = bool(_statements.mutated(replay.arrays(replay.pristine), ns))
