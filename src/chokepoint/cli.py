@@ -484,8 +484,11 @@ def _run_program(args: argparse.Namespace) -> int:
     from .program import run_program
     from .report.program import json_ready
 
+    if args.module is not None and not args.module:
+        print("chokepoint run: -m needs a module name", file=sys.stderr)
+        return 2
     if args.module:
-        target, rest = args.module, args.program
+        target, rest = args.module[0], args.module[1:]
     elif args.program:
         target, rest = args.program[0], args.program[1:]
     else:
@@ -556,8 +559,9 @@ def _parser() -> argparse.ArgumentParser:
     run_cmd = commands.add_parser(
         "run", help="run a program once and say where its time goes, line by line",
         usage="chokepoint run [options] (prog.py | -m MODULE) [args ...]")
-    run_cmd.add_argument("-m", dest="module", metavar="MODULE",
-                         help="run a module as `python -m MODULE` does")
+    # -m takes the module and everything after it: the module's own options are its own
+    run_cmd.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE",
+                         help="run a module as `python -m MODULE [args ...]` does")
     run_cmd.add_argument("--json", metavar="FILE", help="write the JSON report to FILE")
     run_cmd.add_argument("--html", metavar="FILE", help="write the HTML report to FILE")
     run_cmd.add_argument("--budget", type=positive_float, default=30.0, metavar="SECONDS",

@@ -209,10 +209,10 @@ def test_run_m_runs_a_module_as_python_m_does(tmp_path, cached_roof):
             print(int(np.ones(3).sum()), sys.argv[1:])
         """))
     proc = subprocess.run([sys.executable, "-m", "chokepoint", "run", "--budget", "1", "-m",
-                           "mypkg.job", "x"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300)
+                           "mypkg.job", "x", "--epochs", "3"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "3 ['x']\n"
+    assert proc.stdout == "3 ['x', '--epochs', '3']\n"
     assert "job.py:4" in proc.stderr
 
 
