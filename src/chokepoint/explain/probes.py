@@ -79,7 +79,7 @@ def significant(base: list[float], changed: list[float], fraction: float = 0.1) 
     c25, c50, c75 = np.percentile(changed, [25, 50, 75])
     saved = b50 - c50
     apart = b25 > c75 if saved > 0 else c25 > b75
-    return abs(saved) > fraction * b50 and abs(saved) > b75 - b25 and bool(apart)
+    return bool(abs(saved) > fraction * b50 and abs(saved) > b75 - b25 and apart)
 
 
 def _time(fn, settings: ProbeSettings) -> Measurement:

@@ -169,20 +169,20 @@ def _loops(rows: list[dict]) -> list[dict]:
     by_source = {r["source"]: r for r in rows}
     loops: dict[str, dict] = {}
     for r in rows:
-        seen, parent = set(), r["loop"] if r["_stat"].statement.kind not in (
-            "For", "AsyncFor", "While") else r["source"]
-        while parent and parent not in seen:
+        parent = r["source"] if r["_stat"].statement.is_loop else r["loop"]
+        seen: set[str] = set()
+        while parent and parent not in seen:  # this loop, then the loops around it
             seen.add(parent)
-            header = by_source.get(parent)
-            entry = loops.setdefault(parent, {"source": parent, "code": header["code"] if
-                                              header else "", "iterations": header["hits"] if
-                                              header else 0, "time_s": 0.0, "overhead_s": 0.0,
-                                              "lines": 0})
+            header = by_source.get(parent, {})
+            entry = loops.setdefault(parent, {
+                "source": parent, "code": header.get("code", ""),
+                "iterations": header.get("hits", 0), "time_s": 0.0, "overhead_s": 0.0,
+                "lines": 0})
             entry["time_s"] += r["time_s"]
             entry["overhead_s"] += sum(c["seconds"] for c in r["causes"]
                                        if c["kind"] == "overhead")
             entry["lines"] += 1
-            parent = header["loop"] if header else None
+            parent = header.get("loop")
     return sorted(loops.values(), key=lambda e: e["time_s"], reverse=True)
 
 
@@ -210,7 +210,7 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
     deadline = start + budget_s
     for row in rows:
         stat = row["_stat"]
-        if stat.statement.kind in ("For", "AsyncFor", "While"):
+        if stat.statement.is_loop:
             _loop_header(row, stat)
             continue
         if (covered >= COVER * lines_s or probed >= MAX_LINES
