@@ -23,15 +23,14 @@ from ..explain.api import allocated, floor_of, measured_rewrite, probe_operation
 from ..explain.findings import derive_findings
 from ..explain.lines import line_rewrites
 from ..explain.model import build_model
-from ..explain.probes import ProbeSettings
+from ..explain.probes import ProbeSettings, significant
 from ..explain.trace import Trace, trace
 from ..measure import statements as _statements
 from ..measure.roofline import Roofline
+from ..measure.timer import Measurement
 from .record import LineStat
 from .replay import (
-    Pair,
     is_simple_name_assign,
-    paired,
     prepare,
     reused_memory,
     reused_memory_available,
@@ -103,8 +102,9 @@ def call_cost() -> float:
     """Seconds one NumPy call costs on one element here (a ufunc's fixed cost), measured once."""
     if not _CALL_COST:
         a = np.ones(1)
-        pair = paired(lambda: np.add(a, a), samples=5, target_s=0.002)
-        _CALL_COST.append(min(pair.base_s, pair.changed_s))
+        times = timed_under(lambda: np.add(a, a), [contextlib.nullcontext], samples=5,
+                            target_s=0.002)
+        _CALL_COST.append(min(times[0]))
     return _CALL_COST[0]
 
 
@@ -238,17 +238,17 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
         variants.append(_blas_limit)
     with np.errstate(all="ignore"):
         times = timed_under(fn, variants, restore=restore, mutates=replay.mutates)
-    as_written = times[0]
-    base = Pair(as_written, as_written)
-    replay_s = base.base_s
+    as_written = Measurement(times[0], 1)
+    replay_s = as_written.median
     if fresh:
-        pair = Pair(as_written, times[variants.index(reused_memory)])
+        reused = times[variants.index(reused_memory)]
         kind = "temporaries" if model.temporaries else "allocation"
-        numbers = {"as_written_s": pair.base_s, "reused_s": pair.changed_s,
+        numbers = {"as_written_s": replay_s, "reused_s": float(np.median(reused)),
                    "new_bytes": new_bytes, "temporaries_bytes": model.temporaries,
                    "hits": stat.hits}
-        if pair.significant():
-            causes.append(Cause(kind, ledger.take(pair.saved_s * stat.hits), numbers))
+        if significant(times[0], reused):
+            saved = replay_s - numbers["reused_s"]
+            causes.append(Cause(kind, ledger.take(saved * stat.hits), numbers))
         else:
             ruled.append({"kind": kind, **numbers})
 
@@ -256,17 +256,19 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     # process (pages never touched before cost most on a VM); the replay reuses them
     first_s = stat.first_ns / 1e9
     if stat.peak_growth >= FIRST_USE_BYTES and first_s > FIRST_USE_RATIO * replay_s \
-            and first_s - replay_s > base.noise_s():
+            and first_s - replay_s > as_written.iqr:
         causes.append(Cause("allocation", ledger.take(first_s - replay_s),
                             {"first_run_s": first_s, "replay_s": replay_s,
                              "peak_growth": stat.peak_growth, "hits": 1, "first_use": True}))
 
     if threads > 1:
-        blas = Pair(as_written, times[variants.index(_blas_limit)])
-        numbers = {"threads": threads, "all_threads_s": blas.base_s,
-                   "one_thread_s": blas.changed_s, "hits": stat.hits, "load": _load()}
-        if blas.saved_s > 0 and blas.significant():
-            causes.append(Cause("blas-threads", ledger.take(blas.saved_s * stat.hits),
+        one_thread = times[variants.index(_blas_limit)]
+        numbers = {"threads": threads, "all_threads_s": replay_s,
+                   "one_thread_s": float(np.median(one_thread)), "hits": stat.hits,
+                   "load": _load()}
+        saved = replay_s - numbers["one_thread_s"]
+        if saved > 0 and significant(times[0], one_thread):
+            causes.append(Cause("blas-threads", ledger.take(saved * stat.hits),
                                 numbers))
         else:
             ruled.append({"kind": "blas-threads", **numbers})

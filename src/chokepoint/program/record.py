@@ -275,7 +275,6 @@ class Recorder:
         self.held = 0
         self.held_ids: set[int] = set()
         self.lines: dict[tuple[str, int], LineStat] = {}
-        self.events = 0
         self._maps: dict[str, SourceMap] = {}
         self._user: dict[object, bool] = {}
         self._stack: list[list] = []  # [frame, LineStat | None, raw line, t0, pending capture,
@@ -357,7 +356,6 @@ class Recorder:
         if stat is not None:
             stat.ns += now - top[3]
         if event == "line":
-            self.events += 1
             lineno = frame.f_lineno
             smap = self._maps.get(frame.f_code.co_filename)
             if smap is None:

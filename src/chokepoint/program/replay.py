@@ -23,7 +23,6 @@ import contextlib
 import ctypes
 import ctypes.util
 import gc
-import statistics
 import time
 import types
 from collections.abc import Callable, Iterator
@@ -31,45 +30,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..explain.probes import significant
 from ..measure import statements as _statements
 from .record import LineStat, user_file
 
-__all__ = ["Pair", "Replay", "ReplayError", "paired", "prepare", "reused_memory", "run_once",
+__all__ = ["Replay", "ReplayError", "prepare", "reused_memory", "run_once",
            "side_effect", "timed_under"]
 
 
 class ReplayError(RuntimeError):
     """A statement cannot be replayed (why is the message)."""
-
-
-@dataclass
-class Pair:
-    """Two versions of a statement timed alternately: seconds per call of each."""
-
-    base: list[float]
-    changed: list[float]
-
-    @property
-    def base_s(self) -> float:
-        return statistics.median(self.base)
-
-    @property
-    def changed_s(self) -> float:
-        return statistics.median(self.changed)
-
-    @property
-    def saved_s(self) -> float:
-        return self.base_s - self.changed_s
-
-    def noise_s(self) -> float:
-        """The larger interquartile range of the two sides."""
-        return max(float(np.subtract(*np.percentile(side, [75, 25])))
-                   for side in (self.base, self.changed))
-
-    def significant(self, fraction: float = 0.1) -> bool:
-        """explain's rule (:func:`chokepoint.explain.probes.significant`)."""
-        return significant(self.base, self.changed, fraction)
 
 
 # -- the statement as code ----------------------------------------------------------------------
@@ -191,7 +160,7 @@ _STORING = frozenset({"append", "extend", "insert", "add", "put", "write", "writ
 
 def _arguments(statement: _statements.Statement) -> _statements.Statement | None:
     """``L.append(E)``, ``print(E)``: the arguments alone, as one expression (None when the
-    statement is no such call, or the arguments have effects of their own)."""
+    statement is no such call; the caller judges the arguments' own effects)."""
     body = statement.tree.body
     if len(body) != 1 or not isinstance(body[0], ast.Expr) or \
             not isinstance(body[0].value, ast.Call):
@@ -202,8 +171,6 @@ def _arguments(statement: _statements.Statement) -> _statements.Statement | None
         isinstance(func, ast.Name) and func.id == "print")
     if not storing or call.keywords or not call.args or any(
             isinstance(a, ast.Starred) for a in call.args):
-        return None
-    if any(side_effect(a) is not None for a in call.args):
         return None
     text = "(" + ", ".join(ast.unparse(a) for a in call.args) + ",)"
     try:
@@ -388,12 +355,6 @@ def timed_under(fn: Callable[[], object],
         if gc_was:
             gc.enable()
     return times
-
-
-def paired(fn: Callable[[], object], **kwargs) -> Pair:
-    """``fn`` timed twice over, alternating (its speed, with its own spread)."""
-    base, again = timed_under(fn, [contextlib.nullcontext, contextlib.nullcontext], **kwargs)
-    return Pair(base, again)
 
 
 # -- the allocator that keeps freed memory ------------------------------------------------------
