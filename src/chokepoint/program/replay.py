@@ -4,7 +4,7 @@ A replay never runs the program again and never touches the user's objects: the 
 captured values are copied (:func:`chokepoint.measure.statements.protected_copy`), and a
 statement that changes its inputs has them restored before every timed call, outside the timed
 region. Each probe times the statement as written against the statement with one thing
-changed, the two alternating (:func:`paired`):
+changed, the two alternating (:func:`timed_under`):
 
 - ``fresh`` — the allocator keeps and reuses freed memory (glibc: no ``mmap`` for large blocks,
   no trimming), so the line's new arrays land on pages already touched: what fresh memory (page
