@@ -2,6 +2,7 @@
 
 import importlib
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -84,6 +85,30 @@ def test_candidates_get_fresh_inputs_and_mutation_is_noted(roof):
     assert r.candidates[0].mutates == ["X"] and r.candidates[0].writes == []
     assert r.candidates[1].mutates == []  # got its own X
     assert "mutates its inputs (X)" in r.candidates[0].note
+
+
+def test_a_statement_changing_its_inputs_is_timed_on_them_as_set_up(roof):
+    # After its first call B[B < 0] = 0 finds no negatives left: timed again and again on what
+    # it left (as %timeit does) it looked 1.3x faster than np.maximum; on the data it was given
+    # it is about 9x slower (a random boolean mask's branchy store against one pass)
+    r = race(["B[B < 0] = 0", "np.maximum(B, 0, out=B)"],
+             "B = np.random.default_rng(0).standard_normal((2000, 2000))",
+             roof=roof, min_time=0.05, repeats=5)
+    masked, maximum = r.candidates
+    assert masked.mutates == ["B"] and maximum.writes == ["B"] and maximum.mutates == []
+    # a statement with no value is compared by what it leaves in the arrays it changed
+    assert maximum.agrees is True and maximum.not_compared is None
+    assert maximum.median_s * 3 < masked.median_s, (masked.times, maximum.times)
+    assert "put back before every call" in masked.note
+
+
+def test_a_reference_with_no_value_leaves_the_others_not_compared(roof):
+    r = race(["pass", "X + 1", "X.sort()"], "X = np.arange(4.0)[::-1].copy()", roof=roof,
+             **FAST)
+    _, valued, sorts = r.candidates
+    assert valued.not_compared == "reference-no-value" and valued.agrees is None
+    assert sorts.not_compared == "reference-no-value"  # it leaves X sorted: a value
+    assert "the reference returns no value" in valued.note
 
 
 def test_out_buffer_is_output_not_mutation(roof):
@@ -211,8 +236,11 @@ def test_json_schema_of_design(roof):
     r = race(["X + 1", "X + 1.0"], "X = np.ones(3)", roof=roof, **FAST)
     data = json.loads(json.dumps(r.to_dict()))
     # DESIGN.md's fields keep their names; the second round adds mode and the ratios
-    assert set(data) == {"reference", "candidates", "machine", "mode"}
+    # and what else the machine did during the race (issue 34, item 5)
+    assert set(data) == {"reference", "candidates", "machine", "mode", "load"}
     assert data["mode"] == "in-process"
+    if sys.platform.startswith("linux"):
+        assert set(data["load"]) == {"seconds", "cpus", "own", "others", "steal", "busy"}
     assert set(data["candidates"][0]) == {
         "statement", "median_s", "iqr_s", "min_s", "runs", "loops", "relative", "gbps",
         "roof_fraction", "agrees", "error", "note", "ratio", "ratio_ci", "repeats_needed",
@@ -286,22 +314,22 @@ def test_identical_candidates_are_indistinguishable(roof):
     # (processes=2), as a user wanting the fairest comparison would. With the placement
     # averaged out, identical code is identical within 2% (stats.SAME_WITHIN: even so, one
     # full-suite run measured 1.006-1.012x with intervals [1.001, 1.019] three times).
-    # A 95% interval misses the truth in about one race in twenty by construction (7% of
-    # races here, on a loaded machine): a race whose interval misses 1 +- 2% is run again, up to
-    # three times (a correct interval fails all three about once in 3000 runs; one that is
-    # too narrow fails nearly always, as the made-up repeats of test_stats show).
+    # A 95% interval misses the truth in about one race in twenty by construction, and more
+    # often on a shared machine whose load comes in bursts (CI once measured 1.29x, [1.08,
+    # 1.37], for identical code): a race that ranks the two is run again, up to five times. A
+    # correct interval misranks all five well under once in a thousand suites; one that is too
+    # narrow misranks nearly always, as the made-up repeats of test_stats show. Reaching 1 +- 2%
+    # honestly is either "indistinguishable" or, with wide repeats, "too noisy" (issue 34.4).
     seen = []
-    for _ in range(3):
+    for _ in range(5):
         r = race(["X.copy()", "X.copy()"], "X = np.random.randn(100_000)", rotate=True,
                  roof=roof, min_time=0.01, repeats=10, processes=2)
         ref, same = r.candidates
         assert same.copies > 1
         assert ref.ratio is None and ref.ratio_ci is None
         seen.append((same.ratio, same.ratio_ci))
-        if ranking(same.ratio_ci) == "indistinguishable":  # 1 +- 2%, within 1 +- 10%
+        if indistinguishable(same.ratio_ci):
             break
-    assert indistinguishable(same.ratio_ci), seen
-    # never ranked; a loaded machine's wide interval is too noisy to rank (issue 34.4)
     assert ranking(same.ratio_ci) in ("indistinguishable", "too noisy"), seen
     assert ranking(same.ratio_ci) in r.table()
 
