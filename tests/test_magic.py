@@ -38,6 +38,12 @@ def test_magic_usage_error(ip):
         ip.run_line_magic("race", "--no-such-option")
 
 
+def test_unquoted_candidates_are_refused_with_how_to_quote_them(ip):
+    ip.user_ns["A"] = np.ones(10)
+    with pytest.raises(UsageError, match="quote each one"):
+        ip.run_line_magic("race", "np.maximum(A, 0) np.clip(A, 0, None)")
+
+
 def test_explain_line_and_cell_magic(ip, cached_roof):
     ip.user_ns["A"] = np.linspace(-1, 1, 4_000_000)  # big enough for the kernel to win
     e = ip.run_line_magic("explain", "--min-time 0.01 np.ceil(np.clip(A, 0, 1))")

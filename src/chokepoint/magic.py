@@ -192,6 +192,20 @@ def _as_written(line: str, parser, *, several: bool) -> tuple[list[str], str] | 
     return options, statement
 
 
+def _check_quoted(words: list[str]) -> None:
+    """Refuse shell words that are not each Python: candidates written unquoted
+    (``%race np.maximum(A, 0) np.clip(A, 0, None)``) split at their spaces into pieces such
+    as ``np.maximum(A,``, and some pieces (``A,``) would run."""
+    for word in words:
+        try:
+            compile(word, "<candidate>", "exec")
+        except (SyntaxError, ValueError):
+            raise UsageError(
+                f"%race: {word!r} is not Python: several candidates are split as a shell "
+                "splits words, so quote each one, e.g. %race \"np.maximum(A, 0)\" "
+                "\"np.clip(A, 0, None)\"") from None
+
+
 def _cell_candidates(cell: str) -> list[str]:
     """``%%race``'s candidates: blocks separated by blank lines, else one per line."""
     lines = cell.splitlines()
@@ -251,6 +265,7 @@ class ChokepointMagics(Magics):
                 args = parser.parse_args([*options, "--", statement])
             else:
                 args = parser.parse_args(shlex.split(line))
+                _check_quoted(args.statements)
             statements = args.statements
         else:
             args = parser.parse_args(shlex.split(line))
