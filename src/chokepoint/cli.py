@@ -363,6 +363,10 @@ def _demo(args: argparse.Namespace) -> int:
                                    json=False, plot=args.plot, html=args.html)
     result = run_race(race_args, statements)
     emit(result, race_args)
+    if result.load is not None and result.load.busy:
+        print("\nThis ranking is not to be trusted: it was measured while other processes "
+              f"used {result.load.others:.1f} of the machine's {result.load.cpus} cores. Run "
+              "`chokepoint demo` again when the machine is quiet.", flush=True)
     origin = result.candidates[0] if result.candidates else None
     if origin is None or origin.median_s is None:
         return 1

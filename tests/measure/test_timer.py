@@ -100,3 +100,40 @@ def test_interleaved_keeps_what_was_measured_when_a_callable_raises():
     assert info.value.interleaved_index is None
     assert info.value.interleaved_partial[0].runs == 1
     assert info.value.interleaved_partial[1:] == [None, None]
+
+
+class Restoring(FakeClock):
+    """A call costing 1 ms whose restore costs 9.5 ms (the clock advances for both); the call
+    is fast (0.1 ms) when it finds its input already changed, as ``B[B < 0] = 0`` does."""
+
+    def __init__(self):
+        super().__init__(lambda i: 0.001)
+        self.changed = False
+        self.restores = 0
+
+    def fn(self):
+        self.now += 0.0001 if self.changed else 0.001
+        self.changed = True
+        self.calls += 1
+
+    def restore(self):
+        self.now += 0.0095
+        self.changed = False
+        self.restores += 1
+
+    def __call__(self):
+        self.fn()
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_restore_runs_before_every_call_outside_the_timed_region(interleaved):
+    fake = Restoring()
+    if interleaved:
+        m, = measure_interleaved([fake], min_time=0.2, repeats=3, warmup=False,
+                                 clock=fake.clock)
+    else:
+        m = measure(fake, min_time=0.2, repeats=3, warmup=False, clock=fake.clock)
+    assert fake.restores == fake.calls  # every call saw its input as set up
+    assert m.median == pytest.approx(0.001)  # the call's time; neither restore's nor 0.1 ms
+    # loops fill min_time of wall time, restores included (10.5 ms a call): 20, not 200
+    assert m.loops == 20

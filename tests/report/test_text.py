@@ -216,3 +216,23 @@ def test_a_rewrite_that_differs_at_nan_inputs_does_not_say_same_values():
                          "speedup": 8.0, "replaces": "np.ceil(np.clip(X, 0, 1))",
                          "values": differs.values})
     assert "8.0x faster than np.ceil(np.clip(X, 0, 1)), same values except at NaN inputs" in said
+
+
+def test_reports_follow_the_terminal_width(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    text = race_text(_race_result())
+    assert max(len(line) for line in text.splitlines()) <= 80
+    monkeypatch.setenv("COLUMNS", "200")
+    assert max(len(line) for line in race_text(_race_result()).splitlines()) > 80
+
+
+def test_a_busy_machine_is_said_under_the_table_and_in_html():
+    from chokepoint.measure.load import Load
+    from chokepoint.report.html import race_html
+
+    result = _race_result()
+    assert "Busy machine" not in race_text(result, width=400)
+    result.load = Load(seconds=3.0, cpus=2, own=1.0, others=0.97, steal=0.0)
+    assert "Busy machine: the machine was busy during the race: other processes used 0.97" \
+        in race_text(result, width=400)
+    assert 'id="busy"' in race_html(result, full=False)

@@ -19,7 +19,10 @@ def test_nothing_to_say_is_an_empty_note():
 
 @pytest.mark.parametrize(("fields", "words"), [
     ({"writes": ["Y", "Z"]}, "writes its result into Y, Z"),
-    ({"mutates": ["X"]}, "mutates its inputs (X); later calls see changed data"),
+    ({"mutates": ["X"]},
+     "mutates its inputs (X): timed on them as set up, put back before every call (untimed)"),
+    ({"not_compared": "reference-no-value"},
+     "not compared: the reference returns no value and changes none of its inputs"),
     ({"copies": 40}, "rotated among 40 copies of the inputs"),
     ({"cache_hot": True, "bytes": 3 * 2**19, "cache_bytes": 32 * 2**20},
      "cache-hot: working set 1.50 MiB fits in the 32 MiB cache"),

@@ -2,8 +2,10 @@
 
 Each candidate is a statement (a string run in the setup's namespace, as :mod:`timeit` does) or a
 callable. Every candidate gets a fresh setup, so one cannot change another's inputs; a candidate
-that mutates its inputs is detected (its inputs are compared with a copy taken after setup) and
-named in its ``mutates``.
+that mutates its inputs is detected (its inputs are compared with a copy taken after setup),
+named in its ``mutates`` and timed on its inputs put back before every call, the copy untimed:
+``B[B < 0] = 0`` finds no negatives left after its first call, and timing the later calls (as
+``%timeit`` and pyperf do) would rank it 9x faster than it is on the data it was given.
 
 Timing is interleaved (:func:`chokepoint.measure.timer.measure_interleaved`): every candidate is
 set up, checked and warmed first; then each one's loops per repeat are calibrated on its own and
@@ -48,6 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from ..kernels.tuning import last_level_cache_bytes
+from .load import Load, watch
 from .roofline import ARRAY_BYTES, Roofline, roofline
 from .statements import (
     _IDENTIFIER,
@@ -158,7 +161,9 @@ class CandidateResult:
     writes : list of str
         The inputs its result lives in (``out=`` buffers): its output, not inputs it mutates.
     mutates : list of str
-        The inputs it changes (not those in ``writes``): later calls see changed data.
+        The inputs it changes (not those in ``writes``). They are put back as setup made them
+        before every timed call, outside the timed region, so that every call sees the same
+        data (not rotated; ``cache_hot`` when they fit in the cache).
     copies : int or None
         The copies of its inputs the timed loop rotated among (``rotate=True``); None when
         not rotated.
@@ -186,9 +191,11 @@ class CandidateResult:
         values are compared after promotion, so it may still agree); with the ``path`` of
         the first item whose dtypes differ for a tuple, list or dict.
     not_compared : str or None
-        Why it was not compared with the reference: ``"reference-failed"``, or
-        ``"other-inputs"`` (its setup gave inputs other than the reference's, named in
-        ``differing_inputs``: the setup is not deterministic).
+        Why it was not compared with the reference: ``"reference-failed"``,
+        ``"reference-no-value"`` (the reference returns None and changes none of its
+        inputs), or ``"other-inputs"`` (its setup gave inputs other than the reference's,
+        named in ``differing_inputs``: the setup is not deterministic). A statement with no
+        value that changes its inputs is compared by what it leaves in them.
     differing_inputs : list of str
         With ``not_compared == "other-inputs"``: the inputs that differ.
     interrupted : bool
@@ -284,6 +291,10 @@ class RaceResult:
         The setup, for reports.
     mode : str
         ``"in-process"``: every candidate timed in this process (DESIGN.md's ``mode``).
+    load : Load or None
+        What else the machine did during the race (:mod:`chokepoint.measure.load`): other
+        processes' and steal's cores, ``busy`` when they took a quarter of a core or more;
+        None where it cannot be measured (not Linux).
     interrupted : str or None
         Why the race ended early (Ctrl-C), if it did. A candidate that raises (any
         exception, MemoryError, RecursionError and SystemExit included) fails on its own,
@@ -298,6 +309,7 @@ class RaceResult:
     setup: str = ""
     interrupted: str | None = None
     mode: str = "in-process"
+    load: Load | None = None
 
     def to_dict(self) -> dict:
         """JSON-ready: the DESIGN.md schema, plus ``sizes``/``sweep`` when sizes were swept."""
@@ -309,6 +321,7 @@ class RaceResult:
             data["sweep"] = self.sweep
         if self.interrupted:
             data["interrupted"] = self.interrupted
+        data["load"] = self.load.to_dict() if self.load else None
         return data
 
     def fastest(self) -> CandidateResult | None:
@@ -564,6 +577,8 @@ def _prepare(candidate: Candidate, setup, n, base, *, rotate,
                if any(np.may_share_memory(out, a) for out in outputs)}
     result.writes = sorted(written)
     result.mutates = [k for k in mutated(pristine, namespace) if k not in written]
+    if value is None and result.mutates:
+        value = _left(namespace, result.mutates)
     out_bytes = sum(int(out.nbytes) for out in outputs)
     result.elements = sum(int(out.size) for out in outputs)
     result.bytes = sum(a.nbytes for k, a in inputs.items() if k not in written) + out_bytes
@@ -571,7 +586,13 @@ def _prepare(candidate: Candidate, setup, n, base, *, rotate,
     result.cache_bytes = cache_bytes
     working_set = result.bytes
     timed = fn
-    if working_set < cache_bytes:
+    if result.mutates:
+        # timed on its inputs as setup made them, put back before every call (untimed): its
+        # first call may leave later ones nothing to do (B[B < 0] = 0 finds no negatives left)
+        timed = _Restoring(fn, namespace, {k: inputs[k] for k in result.mutates},
+                           {k: pristine[k] for k in result.mutates})
+        result.cache_hot = working_set < cache_bytes
+    elif working_set < cache_bytes:
         copies = min(_MAX_COPIES, math.ceil(2 * cache_bytes / max(working_set, 1)))
         if rotate and copies * working_set >= cache_bytes:
             # the other copies are made by _make_copies, round-robin over candidates
@@ -599,6 +620,35 @@ def _arrays_of(value) -> list[np.ndarray]:
     except (TypeError, ValueError):
         return []
     return [] if a.dtype == object else [a]
+
+
+def _left(namespace: dict, names: list[str]):
+    """What a statement with no value leaves in the arrays it changed (a copy), compared as its
+    value: ``B[B < 0] = 0`` against ``np.maximum(B, 0, out=B)``. One array, or a dict of them."""
+    left = {k: np.array(namespace[k], copy=True) for k in names
+            if isinstance(namespace.get(k), np.ndarray)}
+    if not left:
+        return None
+    return next(iter(left.values())) if len(left) == 1 else left
+
+
+class _Restoring:
+    """The timed callable of a candidate that changes its inputs: ``restore()`` (called before
+    each call, outside the timed region: :func:`~chokepoint.measure.timer.measure`) puts each
+    changed name back to its array as setup made it, values included."""
+
+    def __init__(self, fn: Callable[[], object], namespace: dict,
+                 arrays: dict[str, np.ndarray], pristine: dict[str, np.ndarray]):
+        self.fn, self.namespace, self.arrays, self.pristine = fn, namespace, arrays, pristine
+
+    def restore(self) -> None:
+        for name, a in self.arrays.items():
+            self.namespace[name] = a  # a statement may have rebound the name
+            if a.flags.writeable:
+                np.copyto(a, self.pristine[name])
+
+    def __call__(self):
+        return self.fn()
 
 
 class _Rotation:
@@ -756,6 +806,31 @@ def race(
     sweep: dict[str, list[float | None]] = {c.label: [] for c in specs}
     results: list[CandidateResult] = []
     interrupted = None
+    with watch() as watched:
+        results, interrupted = _sizes(
+            specs, setup, size_list, namespace, sweep, processes=processes, rotate=rotate,
+            cache_bytes=cache_bytes, min_time=min_time, repeats=repeats, progress=progress,
+            reference=reference, rtol=rtol, atol=atol, roof=roof, roof_check=roof_check)
+    roof = roof_check.get("used", roof)
+    return RaceResult(
+        reference=specs[reference].label, candidates=results,
+        machine=_machine(roof, roof_check),
+        sizes=[s for s in size_list if s is not None] or None,
+        sweep=sweep if sizes else {},
+        setup=setup if isinstance(setup, str) else getattr(setup, "__qualname__", ""),
+        interrupted=interrupted,
+        mode="in-process" if processes is None else "processes",
+        load=watched.load,
+    )
+
+
+def _sizes(specs, setup, size_list, namespace, sweep, *, processes, rotate, cache_bytes,
+           min_time, repeats, progress, reference, rtol, atol, roof, roof_check):
+    """Race at each size in turn (the sweep's medians into ``sweep``); returns the last size's
+    results and why the race was interrupted (or None). The roof it placed them under is
+    left in ``roof_check["used"]``."""
+    results: list[CandidateResult] = []
+    interrupted = None
     for n in size_list:
         if processes is None:
             results, values, interrupted = _size_in_process(
@@ -774,15 +849,8 @@ def race(
         _ratios(results, reference)
         if interrupted:
             break
-    return RaceResult(
-        reference=specs[reference].label, candidates=results,
-        machine=_machine(roof, roof_check),
-        sizes=[s for s in size_list if s is not None] or None,
-        sweep=sweep if sizes else {},
-        setup=setup if isinstance(setup, str) else getattr(setup, "__qualname__", ""),
-        interrupted=interrupted,
-        mode="in-process" if processes is None else "processes",
-    )
+    roof_check["used"] = roof
+    return results, interrupted
 
 
 def _size_in_process(specs, setup, n, namespace, *, rotate, cache_bytes, min_time, repeats,
@@ -910,6 +978,9 @@ def _compare(results, values, specs, reference, rtol, atol) -> None:
             continue
         if value is None and values[reference] is not None:
             res.agrees, res.mismatch = False, {"kind": "no-value"}
+            continue
+        if values[reference] is None and value is not None:
+            res.not_compared = "reference-no-value"
             continue
         ulps = None if rtol is not None or atol is not None else default_ulps(res, ref)
         res.agrees, res.mismatch, res.dtype_differs, res.tolerance = compare_values(

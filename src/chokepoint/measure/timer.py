@@ -5,6 +5,10 @@ the number of loops per repeat so that one repeat lasts at least ``min_time``, t
 ``repeats`` repeats with the garbage collector disabled, as :mod:`timeit` does. It reports the
 median time per call, the interquartile range and the minimum.
 
+A callable with a ``restore`` method (a race candidate that changes its inputs) has it called
+before every call, outside the timed region: each call is timed alone, and the loops per repeat
+are calibrated on the wall time, restores included.
+
 Cache honesty: when ``fn`` is called again and again on the same inputs, data that fits in the
 cache is measured from the cache. :func:`measure` does not hide that; callers that rotate among
 copies of their inputs pass ``setup_each`` (see :mod:`chokepoint.measure.race`), and results say
@@ -82,10 +86,43 @@ def format_seconds(seconds: float | None) -> str:
 
 
 def _time_loops(fn: Callable[[], object], loops: int, clock: Callable[[], float]) -> float:
+    """Seconds ``loops`` calls of ``fn`` took (see :func:`_time_restored` for a callable with
+    a ``restore`` method)."""
+    return _time_restored(fn, loops, clock)[0] if _restores(fn) else _time_plain(fn, loops, clock)
+
+
+def _time_plain(fn: Callable[[], object], loops: int, clock: Callable[[], float]) -> float:
     start = clock()
     for _ in range(loops):
         fn()
     return clock() - start
+
+
+def _restores(fn: Callable[[], object]) -> bool:
+    """Whether ``fn`` has inputs to put back before each call (a ``restore`` method)."""
+    return callable(getattr(fn, "restore", None))
+
+
+def _time_restored(fn, loops: int, clock: Callable[[], float]) -> tuple[float, float]:
+    """Seconds ``loops`` calls of ``fn`` took, each timed alone after an untimed
+    ``fn.restore()`` (a statement that changes its inputs is timed on the same inputs every
+    call), and the wall time the whole took, restores included."""
+    timed = 0.0
+    begin = clock()
+    for _ in range(loops):
+        fn.restore()
+        start = clock()
+        fn()
+        timed += clock() - start
+    return timed, clock() - begin
+
+
+def _time_wall(fn: Callable[[], object], loops: int, clock: Callable[[], float]) -> tuple:
+    """``(timed, wall)`` seconds of ``loops`` calls: equal unless ``fn`` restores."""
+    if _restores(fn):
+        return _time_restored(fn, loops, clock)
+    elapsed = _time_plain(fn, loops, clock)
+    return elapsed, elapsed
 
 
 def measure(
@@ -128,12 +165,14 @@ def measure(
     try:
         if warmup:
             fn()
-        loops, elapsed = 1, _time_loops(fn, 1, clock)
-        while elapsed < min_time and loops < max_loops:
+        # the loops are calibrated on the wall time, so that a callable's restores (see
+        # _time_restored) count in how long a repeat lasts; the times are the calls'
+        loops, (elapsed, wall) = 1, _time_wall(fn, 1, clock)
+        while wall < min_time and loops < max_loops:
             # the next step of the 1-2-5 ladder that should reach min_time
-            needed = loops * min_time / max(elapsed, 1e-9)
+            needed = loops * min_time / max(wall, 1e-9)
             loops = min(max_loops, _ladder_at_least(max(needed, loops + 1)))
-            elapsed = _time_loops(fn, loops, clock)
+            elapsed, wall = _time_wall(fn, loops, clock)
         times = [elapsed / loops]
         times += [_time_loops(fn, loops, clock) / loops for _ in range(repeats - 1)]
     finally:
@@ -184,7 +223,9 @@ def measure_interleaved(
             running = len(first)  # which callable raised, if one does
             first.append(measure(fn, min_time=min_time, repeats=1, warmup=warmup, clock=clock))
         times = [m.times[:] for m in first]
-        loops = [_even_loops(m, min_time) for m in first]
+        # a restoring callable keeps its calibrated loops: its times leave the restores out
+        loops = [m.loops if _restores(fn) else _even_loops(m, min_time)
+                 for fn, m in zip(fns, first, strict=True)]
         gc.disable()
         for round_ in range(repeats - 1):
             # forward then backward (A B C C B A ...): no callable always runs right after

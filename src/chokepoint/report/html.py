@@ -12,7 +12,7 @@ import html
 from collections.abc import Iterable
 
 from ..measure.timer import format_seconds
-from .words import race_note
+from .words import busy_machine, race_note
 
 __all__ = ["explanation_html", "figure_html", "page", "race_html"]
 
@@ -138,6 +138,8 @@ def race_html(result, *, full: bool = True) -> str:
     if sentences:
         body.append("<ul id=\"ratios\">" + "".join(f"<li>{_e(w)}</li>" for w in sentences)
                     + "</ul>")
+    if busy := busy_machine(getattr(result, "load", None)):
+        body.append(f"<p class=\"no\" id=\"busy\">Busy machine: {_e(busy)}.</p>")
     if result.interrupted:
         body.append(f"<p class=\"no\">{_e(result.interrupted)}: results so far.</p>")
     if result.sizes:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import html
 import linecache
 import math
-import shutil
 import textwrap
 
 from ..measure.timer import format_seconds
 from .html import figure_html, page
+from .text import terminal_width
 
 __all__ = ["cause_evidence", "cause_suggestion", "json_ready", "program_html", "program_text"]
 
@@ -158,7 +158,7 @@ def _headline_lines(r) -> list[str]:
 
 def program_text(r, width: int | None = None) -> str:
     """The text report (what ``chokepoint run`` prints on stderr)."""
-    width = width or shutil.get_terminal_size((120, 24)).columns
+    width = width or terminal_width(120)
     src_w = min(40, max([len(line["source"]) for line in r.lines[:SHOWN_LINES]] + [4]))
     code_w = max(16, width - 66 - src_w)
     out = [f"chokepoint run {' '.join(r.argv) or r.program}: {_ms(r.wall_s)}, exit status "

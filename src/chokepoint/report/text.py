@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import shutil
 
 from rich.console import Console
 from rich.markup import escape
@@ -10,11 +11,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ..measure.timer import format_seconds
-from .words import STEPS, race_note, rewrite_values
+from .words import STEPS, busy_machine, race_note, rewrite_values
 
 __all__ = ["escape_markup", "explanation_text", "floor_text", "format_seconds", "line_cause",
            "line_rate", "lines_table", "plain", "race_table", "race_text", "ratio_text",
-           "ratio_words", "rewrites_text", "short_source", "unexplained_text"]
+           "ratio_words", "rewrites_text", "short_source", "terminal_width", "unexplained_text"]
 
 
 def escape_markup(text: object) -> str:
@@ -98,8 +99,16 @@ def race_table(result) -> Table:
     return table
 
 
-def race_text(result, width: int = 140) -> str:
-    """The race table as plain text."""
+def terminal_width(default: int) -> int:
+    """The width reports are laid out for: ``COLUMNS`` when set, else the terminal's, else
+    ``default`` (output to a file or a pipe)."""
+    return shutil.get_terminal_size((default, 24)).columns
+
+
+def race_text(result, width: int | None = None) -> str:
+    """The race table as plain text, ``width`` columns wide (:func:`terminal_width`'s by
+    default)."""
+    width = width or terminal_width(140)
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, color_system=None)
     console.print(race_table(result))
@@ -110,6 +119,9 @@ def race_text(result, width: int = 140) -> str:
     if result.sizes:
         console.print(plain(f"sizes swept: {result.sizes}; the table shows "
                             f"n={result.sizes[-1]}"))
+    busy = busy_machine(getattr(result, "load", None))
+    if busy:
+        console.print(plain(f"Busy machine: {busy}."))
     if result.interrupted:
         console.print(plain(f"[{result.interrupted}: results so far]"))
     return buffer.getvalue()
@@ -255,8 +267,10 @@ def unexplained_text(e) -> str | None:
     return text
 
 
-def explanation_text(e, width: int = 120) -> str:
-    """The human report of an :class:`~chokepoint.explain.api.Explanation`."""
+def explanation_text(e, width: int | None = None) -> str:
+    """The human report of an :class:`~chokepoint.explain.api.Explanation`, ``width`` columns
+    wide (:func:`terminal_width`'s by default)."""
+    width = width or terminal_width(120)
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, color_system=None, highlight=False)
     m = e.machine

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from ..measure.stats import TARGET_PRECISION
 from ..measure.timer import format_seconds
 
-__all__ = ["Context", "evidence", "line_rewrite", "race_note", "rewrite_values", "ruled_out",
-           "suggestion", "untimed_temporaries"]
+__all__ = ["Context", "busy_machine", "evidence", "line_rewrite", "race_note", "rewrite_values",
+           "ruled_out", "suggestion", "untimed_temporaries"]
 
 #: what "one pass per step" means, where a program reads an array again after changing it
 STEPS = ("the same steps fused: each array read once each time it changes, written once when "
@@ -290,6 +290,8 @@ def _tolerance(t: dict, *, agrees: bool) -> str:
 def _not_compared(c) -> str:
     if c.not_compared == "reference-failed":
         return "reference failed: not compared"
+    if c.not_compared == "reference-no-value":
+        return "not compared: the reference returns no value and changes none of its inputs"
     if c.not_compared == "other-inputs":
         return (f"not compared: setup gave it other inputs ({', '.join(c.differing_inputs)}) "
                 "than the reference; make the setup deterministic (seed its generator)")
@@ -341,6 +343,18 @@ def _noisy(c) -> str:
     return f"{spread}, though its {c.runs} repeats pin the median {within}"
 
 
+def busy_machine(load, what: str = "race") -> str:
+    """What a :class:`~chokepoint.measure.load.Load` says of a measurement: empty when the
+    machine was quiet (or the load unknown), else who was busy and what that means."""
+    if load is None or not load.busy:
+        return ""
+    steal = f", the hypervisor {load.steal:.2f} (steal time)" if load.steal >= 0.05 else ""
+    return (f"the machine was busy during the {what}: other processes used {load.others:.2f} of "
+            f"its {load.cpus} cores on average{steal}. A neighbour sharing memory bandwidth and "
+            "caches moves timings by tens of percent, not alike for every candidate: close "
+            "rankings may not hold; rerun on a quiet machine to trust them")
+
+
 def race_note(c) -> str:
     """A race candidate's note: the structured fields of a
     :class:`~chokepoint.measure.race.CandidateResult` (how it disagrees, what it writes or
@@ -358,7 +372,8 @@ def race_note(c) -> str:
     if c.writes:
         said.append(f"writes its result into {', '.join(c.writes)}")
     if c.mutates:
-        said.append(f"mutates its inputs ({', '.join(c.mutates)}); later calls see changed data")
+        said.append(f"mutates its inputs ({', '.join(c.mutates)}): timed on them as set up, "
+                    "put back before every call (untimed)")
     if c.copies:
         said.append(f"rotated among {c.copies} copies of the inputs")
     if c.cache_hot:
