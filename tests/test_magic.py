@@ -61,7 +61,7 @@ def test_explain_line_and_cell_magic(ip, cached_roof):
 def test_magics_write_the_files_they_are_asked_for(ip, cached_roof, tmp_path, capsys):
     ip.user_ns["A"] = np.ones(1000)
     page = tmp_path / "race.html"
-    assert ip.run_line_magic("race", f"A + 1 A * 2 --min-time 0.001 --html {page}") is None
+    assert ip.run_line_magic("race", f'"A + 1" "A * 2" --min-time 0.001 --html {page}') is None
     assert page.read_text().startswith("<!DOCTYPE html>")
     chart = tmp_path / "explain.svg"
     assert ip.run_line_magic("explain", f"--min-time 0.01 --plot {chart} A * 2") is None

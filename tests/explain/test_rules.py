@@ -283,3 +283,22 @@ def test_a_value_probe_that_shows_an_effect_is_timed_again(monkeypatch):
     monkeypatch.setattr(probes, "_pair", lambda *a: next(pairs))
     p = probes._compared("contiguous", fake_op, (), {}, None, probes.ProbeSettings(), "made up")
     assert p.base.runs == 5 and p.significant()
+
+
+def test_a_split_that_gained_nothing_on_a_busy_machine_says_so(roof):
+    from dataclasses import replace
+
+    from chokepoint.explain.findings import single_threaded_rule
+    from chokepoint.measure.load import Load
+
+    busy = replace(probe("threads", 10, 9.9), load=Load(2.0, 2, 1.9, 0.95, 0.0))
+    ops = [op("np.arctan2(X, Y)", 10, [busy])]
+    _, ruled, *_ = derive_findings(ops, model(), 10 * MS, roof, rewrite=None,
+                                       peak_extra=None)
+    said = [r.evidence for r in ruled if r.kind == "single-threaded"]
+    assert said and "other processes used 0.95 of the 2 cores" in said[0]
+    cause = single_threaded_rule(ops, Ledger(ops), model(), roof)
+    assert cause.ruled[0]["busy"] == {"others": 0.95, "cpus": 2}
+    quiet = [op("np.arctan2(X, Y)", 10, [probe("threads", 10, 9.9)])]
+    _, ruled, *_ = derive_findings(quiet, model(), 10 * MS, roof, rewrite=None, peak_extra=None)
+    assert all("other processes" not in r.evidence for r in ruled)

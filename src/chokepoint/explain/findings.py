@@ -142,6 +142,9 @@ def _probe_rule(kind: str, names: tuple[str, ...], fraction: float = 0.1):
                         "base_s": p.base.median,
                         "changed_s": p.changed.median, "detail": p.detail,
                         "into_out": p.into_out}
+                if p.load is not None and p.load.busy:
+                    fact["busy"] = {"others": p.load.others + p.load.steal,
+                                    "cpus": p.load.cpus}
                 if _confirmed(p, fraction):
                     saved = max(saved, _saved(op, p))
                     cause.facts.append(fact)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..measure.load import Load, watch
 from ..measure.timer import Measurement, measure, measure_interleaved
 from .trace import Op
 
@@ -60,6 +61,7 @@ class Probe:
     detail: str
     buffer: np.ndarray | None = None
     into_out: bool = False  # both sides wrote into one preallocated out=
+    load: Load | None = None  # what other processes did meanwhile (the threads probe's)
 
     @property
     def saved(self) -> float:
@@ -364,11 +366,15 @@ def _threads_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe 
 
         whole = {**op.kwargs, "out": buffer}
         split()  # raises TypeError where there is no out=
-        before, after = _pair(_call(op, op.args, whole), split, settings)
+        # other processes on the other cores take what a split would gain: watched, so that
+        # a split that gained nothing on a busy machine is not read as "threads do not help"
+        with watch() as watched:
+            before, after = _pair(_call(op, op.args, whole), split, settings)
     finally:
         pool.shutdown()
     return Probe("threads", before, after,
-                 f"split into {threads} chunks on {threads} threads (both into out=)")
+                 f"split into {threads} chunks on {threads} threads (both into out=)",
+                 load=watched.load)
 
 
 def _float_inputs(op: Op) -> bool:

@@ -131,6 +131,11 @@ def ruled_out(kind: str, fact: dict, c: Context) -> str:
         return _fact(kind, fact, c)
     if kind == "extra-passes":
         return _passes({**fact, "seconds": 0.0})
+    busy = fact.get("busy")
+    if busy:
+        return (_fact(kind, fact, c) + " (no significant difference; other processes used "
+                f"{busy['others']:.2f} of the {busy['cpus']} cores meanwhile, so the probe "
+                "could not show it: explain again on a quiet machine)")
     return _fact(kind, fact, c) + " (no significant difference)"
 
 
