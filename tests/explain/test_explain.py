@@ -197,3 +197,21 @@ def test_chokepoint_explain_stays_callable_after_its_subpackage_is_imported(cach
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "Explanation"
+
+
+def test_a_probe_or_rewrite_out_of_memory_is_skipped_and_said(roof, monkeypatch):
+    # issue 32.13: a MemoryError in explain's own probes or rewrite lost the whole report
+    from chokepoint.explain import api, probes
+
+    def _constant_probe(*args, **kwargs):  # named as the probe it stands for
+        raise MemoryError
+
+    monkeypatch.setattr(probes, "_constant_probe", _constant_probe)
+    monkeypatch.setattr(api, "measured_rewrite", _constant_probe)
+    with pytest.warns(RuntimeWarning, match="ran out of memory"):
+        e = explain("np.ceil(np.clip(X, 0, 1))", "X = np.random.randn(200_000)", roof=roof,
+                    min_time=0.01)
+    said = " ".join(e.warnings)
+    assert "the constant probe of np.clip" in said and "measuring a rewrite" in said
+    assert e.rewrite is None and e.median_s > 0 and e.ops  # the rest of the report is there
+    assert e.findings and e.ruled_out  # the other probes ran

@@ -28,7 +28,7 @@ from ..measure.timer import Measurement, measure, measure_interleaved
 from .findings import Finding, OpEvidence, RuledOut, derive_findings
 from .lines import line_rewrites
 from .model import Model, build_model
-from .probes import ProbeSettings, probe_op, time_op
+from .probes import ProbeSettings, ProbeSkipped, probe_op, skipped, time_op
 from .rewrite import FASTER, find_rewrite
 from .trace import trace
 
@@ -212,7 +212,11 @@ def probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeSe
         m = first[id(op)]
         if m.median >= probed * known and m.median <= max_op_s:
             slow = m.median * m.loops >= settings.min_time  # a good enough base already
-            m, probes = probe_op(op, settings, scratch, base=m if slow else None)
+            try:
+                m, probes = probe_op(op, settings, scratch, base=m if slow else None)
+            except MemoryError:
+                skipped(f"probing {op.label}")
+                probes = []
             measured[id(op)] = (m.median, {p.name: p for p in probes})
         else:  # under 1%: its time, not its causes
             measured[id(op)] = (m.median, {})
@@ -355,6 +359,20 @@ def floor_of(tr, model: Model, roof: Roofline) -> dict:
         floor["one_pass_bytes"] = model.bytes_one_pass
         floor["one_pass_s"] = roof.floor_seconds(model.bytes_one_pass)
     return floor
+
+
+@contextlib.contextmanager
+def _skips_said(warned: list[str]):
+    """Collect the :class:`ProbeSkipped` warnings of the block into ``warned`` (explain warns
+    them once, with the others, at its end); other warnings pass on as they were."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ProbeSkipped)
+        yield
+    for w in caught:
+        if issubclass(w.category, ProbeSkipped):
+            warned.append(str(w.message))
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def measured_rewrite(statement: Statement, namespace, inputs, result, total: float,
@@ -514,7 +532,10 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
 
     # 1. run it once: does it work, does it mutate its inputs?
     ns = fresh()
-    fn = stmt.function(ns)
+    try:
+        fn = stmt.function(ns)
+    except SyntaxError as exc:  # too deeply nested for the compiler, as a function body
+        raise ExplainError(f"explain cannot compile the code: {exc}") from exc
     try:
         fn()
     except (Exception, SystemExit) as exc:  # sys.exit() in the code must not end the caller
@@ -536,17 +557,28 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
     tr = trace(stmt, ns, list(inputs))
     model = build_model(tr, inputs)
 
-    # 4. probe each operation; 5. a rewrite with the same values, measured
+    # 4. probe each operation; 5. a rewrite with the same values, measured. What runs out of
+    # memory is skipped and said (ProbeSkipped), the report kept
     result = tr.result if isinstance(tr.result, np.ndarray) else None
-    rows, elements, evidence = probe_operations(tr, result, timing.median, roof, settings,
-                                                  model)
-    rewrite, suggestion = measured_rewrite(stmt, ns, inputs, result, timing.median, roof,
-                                            min_time, tr)
+    with _skips_said(warned):
+        rows, elements, evidence = probe_operations(tr, result, timing.median, roof, settings,
+                                                      model)
+        try:
+            rewrite, suggestion = measured_rewrite(stmt, ns, inputs, result, timing.median,
+                                                    roof, min_time, tr)
+        except MemoryError:
+            rewrite, suggestion = None, None
+            skipped("measuring a rewrite")
+        captures = [c for c in tr.lines
+                    if not (stmt.is_expression and c.filename == stmt.filename)]
+        try:
+            in_lines = line_rewrites(captures, min_time=settings.min_time)
+        except MemoryError:
+            in_lines = []
+            skipped("measuring the lines' rewrites")
 
     roof, stale = _checked_ceilings(evidence, roof, timing.median)
     warned.extend(stale)
-    captures = [c for c in tr.lines if not (stmt.is_expression and c.filename == stmt.filename)]
-    in_lines = line_rewrites(captures, min_time=settings.min_time)
     _rewrite_savings(tr, rows, in_lines, timing.median)
     findings, ruled, minor, causes = derive_findings(
         evidence, model, timing.median, roof, rewrite=suggestion, peak_extra=peak_extra,

@@ -9,13 +9,16 @@ with a boolean mask or an index array sorted (data-dependent indexing), on conti
 overhead), split across threads (single-threaded). A probe changes the values or the layout,
 never the bytes moved: the constant probe gives each operand its own array, the sorted mask
 keeps its count of True. A probe that cannot be run on an operation (no ``out=`` parameter,
-not elementwise) returns None: nothing is claimed.
+not elementwise) returns None: nothing is claimed. A probe that runs out of memory (it needs
+copies of the operation's arrays) is skipped with a :class:`ProbeSkipped` warning, which explain
+reports; the others still run.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
@@ -25,7 +28,17 @@ from ..measure.load import Load, watch
 from ..measure.timer import Measurement, measure, measure_interleaved
 from .trace import Op
 
-__all__ = ["Probe", "ProbeSettings", "probe_op", "significant", "time_op"]
+__all__ = ["Probe", "ProbeSettings", "ProbeSkipped", "probe_op", "significant", "skipped",
+           "time_op"]
+
+
+class ProbeSkipped(RuntimeWarning):
+    """A probe, a rewrite or an operation's timing that could not run (out of memory)."""
+
+
+def skipped(what: str) -> None:
+    """Warn that ``what`` ran out of memory and was skipped."""
+    warnings.warn(f"{what} ran out of memory and was skipped", ProbeSkipped, stacklevel=3)
 
 
 @dataclass(frozen=True)
@@ -229,10 +242,14 @@ def probe_op(op: Op, settings: ProbeSettings, scratch: dict | None = None,
     return base, probes
 
 
-def _try(make, *args):
+def _try(make, op: Op, *args):
     try:
-        return make(*args)
+        return make(op, *args)
     except (TypeError, ValueError):  # the operation does not take this change
+        return None
+    except MemoryError:  # the copies it needs do not fit: said, and the other probes run
+        name = make.__name__.strip("_").removesuffix("_probe")
+        skipped(f"the {name} probe of {op.label}")
         return None
 
 
