@@ -179,6 +179,28 @@ def test_errors_are_clear(roof):
         explain("1 + 1", "import sys; sys.exit(4)", roof=roof)
 
 
+def test_a_300_term_sum_is_explained(roof):
+    # issue 32.14: it was refused as too deeply nested, with a traceback from the CLI
+    from chokepoint.explain.probes import ProbeSettings
+
+    quick = ProbeSettings(min_time=0.0005, repeats=3)
+    e = run("+".join(["X"] * 300), "X = np.ones(10)", roof, min_time=0.001,
+            probe_settings=quick)
+    assert len(e.ops) == 299
+
+
+def test_code_too_deep_to_compile_as_a_function_is_an_explain_error(roof, monkeypatch):
+    # a SyntaxError from compiling the statement's function escaped explain as a traceback
+    from chokepoint.measure.statements import Statement
+
+    def function(self, namespace):
+        raise SyntaxError("the statement is too deeply nested for Python's compiler")
+
+    monkeypatch.setattr(Statement, "function", function)
+    with pytest.raises(ExplainError, match="too deeply nested"):
+        explain("X + 1", "X = np.ones(3)", roof=roof)
+
+
 def test_report_text(roof):
     e = run("np.ceil(np.clip(X, 0, 1))", f"X = np.random.randn({N})", roof)
     text = e.text()

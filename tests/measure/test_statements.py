@@ -133,6 +133,13 @@ def test_too_deep_for_the_ast_compiler_is_a_syntax_error(source):
         Statement.parse(source).function({"X": 1})
 
 
+def test_a_300_term_sum_runs_as_timeit_runs_it():
+    # issue 32.14: copy.deepcopy of its tree recursed past the limit; timeit runs it
+    statement = Statement.parse("+".join(["X"] * 300))
+    assert statement.function({"X": 1})() == 300
+    assert statement.run({"X": 2}) == 600
+
+
 def test_a_statement_rebinding_a_name_it_reads_starts_from_the_namespaces_value():
     import numpy as np
 

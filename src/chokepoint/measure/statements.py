@@ -98,15 +98,13 @@ class Statement:
             lines.pop()
         text = textwrap.dedent("\n".join(line.rstrip() for line in lines))
         with _nesting_guard(text):
-            tree = ast.parse(text, filename=filename, mode="exec")
+            tree = _parsed(text, filename, first_line)
         if not tree.body:
             raise ValueError("empty statement: give code to run (it is only whitespace or "
                              "comments)")
         # compiling the tree (not the text) walks it recursively: a statement the parser took
         # can still be too deep for that (1000 unary minuses)
         with _nesting_guard(text):
-            if first_line != 1:
-                ast.increment_lineno(tree, first_line - 1)
             if len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr):
                 mode = "eval"
                 code = compile(ast.Expression(tree.body[0].value), filename, "eval")
@@ -134,7 +132,10 @@ class Statement:
         returning its value, as :mod:`timeit` compiles its statement (names it assigns are the
         function's locals; the namespace is not changed)."""
         with _nesting_guard(self.source):
-            code = compile(_function_module(self.tree, _rebound(self.tree, namespace)),
+            # a fresh parse, not a deep copy of self.tree: copy.deepcopy recurses several
+            # frames per level and fails on a 300-term sum that the compiler takes
+            tree = _parsed(self.source, self.filename, self.first_line)
+            code = compile(_function_module(tree, _rebound(tree, namespace)),
                            self.filename, "exec")
         scope: dict = {}
         exec(code, namespace, scope)
@@ -169,6 +170,14 @@ def _nesting_guard(text: str) -> Iterator[None]:
                           f"({type(exc).__name__}); {len(text)} characters") from None
 
 
+def _parsed(text: str, filename: str, first_line: int) -> ast.Module:
+    """``text`` parsed, its line numbers counted from ``first_line`` (those of ``filename``)."""
+    tree = ast.parse(text, filename=filename, mode="exec")
+    if first_line != 1:
+        ast.increment_lineno(tree, first_line - 1)
+    return tree
+
+
 def _rebound(tree: ast.Module, namespace: dict) -> list[str]:
     """Names the code assigns that the namespace already has (``x = x * 2``): in a function
     body they would be locals read before assignment."""
@@ -181,9 +190,10 @@ def _rebound(tree: ast.Module, namespace: dict) -> list[str]:
 
 def _function_module(tree: ast.Module, rebound: list[str] = ()) -> ast.Module:
     """A module defining a function whose body is ``tree``'s, returning the value of a final
-    expression (else None); ``tree`` is not changed. Names in ``rebound`` are parameters that
-    default to the namespace's values, so the body starts from them as a cell would."""
-    body = [copy.deepcopy(node) for node in tree.body]
+    expression (else None). ``tree``'s nodes are reused, not copied: pass a tree of its own.
+    Names in ``rebound`` are parameters that default to the namespace's values, so the body
+    starts from them as a cell would."""
+    body = list(tree.body)
     last = body[-1]
     if isinstance(last, ast.Expr):
         body[-1] = ast.copy_location(ast.Return(last.value), last)
