@@ -1,5 +1,6 @@
 """The command line: race's table and JSON, roofline, info, errors."""
 
+import argparse
 import json
 import os
 import subprocess
@@ -60,6 +61,13 @@ def test_bad_arguments_exit_with_usage():
 
 def test_parse_sizes():
     assert parse_sizes("1e3, 20,300") == [1000, 20, 300]
+
+
+@pytest.mark.parametrize("text", ["0", "-5", "3.7", "10,inf", "nan"])
+def test_sizes_that_are_not_positive_whole_numbers_are_refused(text):
+    # issue 32.15: 3.7 was swept as 3, and 0 passed on to the race
+    with pytest.raises(argparse.ArgumentTypeError, match="positive whole numbers"):
+        parse_sizes(text)
 
 
 def test_explain_json_and_text(cached_roof, capsys):

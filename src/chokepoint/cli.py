@@ -101,15 +101,16 @@ def candidate(text: str) -> str:
 
 
 def parse_sizes(text: str) -> list[int]:
-    """``"1e3,1e4,100000"`` -> ``[1000, 10000, 100000]``."""
+    """``"1e3,1e4,100000"`` -> ``[1000, 10000, 100000]``; refused unless every size is a
+    positive whole number (as :func:`~chokepoint.race` requires)."""
     try:
-        sizes = [int(float(part)) for part in text.split(",") if part.strip()]
+        sizes = [float(part) for part in text.split(",") if part.strip()]
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"sizes must be numbers separated by commas: {text!r}") \
             from exc
-    if not sizes or min(sizes) < 0:
-        raise argparse.ArgumentTypeError(f"sizes must be non-negative numbers: {text!r}")
-    return sizes
+    if not sizes or not all(size.is_integer() and size >= 1 for size in sizes):
+        raise argparse.ArgumentTypeError(f"sizes must be positive whole numbers: {text!r}")
+    return [int(size) for size in sizes]
 
 
 def add_race_arguments(parser: argparse.ArgumentParser, *, statements: bool = True) -> None:

@@ -171,6 +171,59 @@ def test_size_sweep_and_plot(roof, tmp_path):
         r.plot(tmp_path / "race.jpg")
 
 
+@pytest.mark.parametrize("bad", [[-5], [0], [3.7], [True], [10, "100"], [float("nan")]])
+def test_sizes_must_be_positive_integers_before_anything_runs(roof, bad):
+    # issue 32.15: -5, 3.7 and True were swept
+    ran = []
+    with pytest.raises(ValueError, match="sizes must be positive integers"):
+        race([lambda: ran.append(1)], lambda n: ran.append(n) or {}, sizes=bad, roof=roof,
+             **FAST)
+    assert ran == []
+
+
+def test_whole_sizes_of_any_number_type_are_swept(roof):
+    r = race(["X + 1"], "X = np.ones(n)", sizes=[np.int64(10), 1e2], roof=roof, **FAST)
+    assert r.sizes == [10, 100] and all(type(n) is int for n in r.sizes)
+
+
+def test_a_failure_at_a_smaller_size_is_kept_and_said(roof):
+    # issue 32.15: a failure at an earlier size was only a None hole in the sweep
+    r = race(["X + 1", "X[20]"], "X = np.ones(n)", sizes=[10, 100], roof=roof, **FAST)
+    assert r.sweep["X[20]"][0] is None and r.sweep["X[20]"][1] > 0
+    assert r.sweep_errors["X + 1"] == [None, None]
+    first, last = r.sweep_errors["X[20]"]
+    assert first.startswith("IndexError: index 20 is out of bounds") and last is None
+    assert json.loads(json.dumps(r.to_dict()))["sweep_errors"] == r.sweep_errors
+    assert f"X[20] failed at n=10: {first}" in r.table()
+
+
+def test_identical_candidates_keep_their_own_sweep_bar_and_reference_mark(roof):
+    # issue 32.15: two "X + 1" merged into one sweep of 4 values, both marked reference
+    r = race(["X + 1", "X + 1", ("X + 1", "X * 1")], "X = np.ones(n)", sizes=[10, 100],
+             roof=roof, **FAST)
+    assert [c.statement for c in r.candidates] == ["X + 1", "X + 1 #2", "X + 1 #3"]
+    assert r.reference == "X + 1"
+    assert all(len(medians) == 2 for medians in r.sweep.values()) and len(r.sweep) == 3
+    assert r.table().count("[reference]") == 1
+
+
+def test_candidates_alike_in_their_first_48_characters_get_a_bar_each(roof):
+    pytest.importorskip("matplotlib", reason="plots need matplotlib")
+    import matplotlib.pyplot as plt
+
+    from chokepoint.report.plots import race_figure
+
+    head = "X" + " + 0 * X" * 6  # 55 characters
+    r = race(["X + 1", head + " + 1", head + " + 2"], "X = np.ones(100)", roof=roof, **FAST)
+    ax = race_figure(r).axes[0]
+    bars = [p for p in ax.patches if p.get_height() > 0 and p.get_width() > 0]
+    assert len({b.get_y() for b in bars}) == 3  # not two bars on one row
+    assert [bool(b.get_hatch()) for b in bars] == [True, False, False]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert len(set(labels)) == 3 and labels[0] == "X + 1\n(reference)"
+    plt.close("all")
+
+
 def test_keyboard_interrupt_returns_results_so_far(roof):
     def interrupt():
         raise KeyboardInterrupt

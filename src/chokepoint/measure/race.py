@@ -43,6 +43,7 @@ import dataclasses
 import hashlib
 import importlib
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -287,6 +288,10 @@ class RaceResult:
         The sizes swept.
     sweep : dict
         Label -> median seconds per size (None where it failed).
+    sweep_errors : dict
+        Label -> its error at each size (``"Type: message"``, None where it ran); a
+        candidate failing at a smaller size only is said, not hidden behind the table's last
+        size.
     setup : str
         The setup, for reports.
     mode : str
@@ -306,19 +311,22 @@ class RaceResult:
     machine: dict
     sizes: list[int] | None = None
     sweep: dict[str, list[float | None]] = field(default_factory=dict)
+    sweep_errors: dict[str, list[str | None]] = field(default_factory=dict)
     setup: str = ""
     interrupted: str | None = None
     mode: str = "in-process"
     load: Load | None = None
 
     def to_dict(self) -> dict:
-        """JSON-ready: the DESIGN.md schema, plus ``sizes``/``sweep`` when sizes were swept."""
+        """JSON-ready: the DESIGN.md schema, plus ``sizes``, ``sweep`` and ``sweep_errors``
+        when sizes were swept."""
         data = {"reference": self.reference,
                 "candidates": [c.to_dict() for c in self.candidates],
                 "machine": self.machine, "mode": self.mode}
         if self.sizes:
             data["sizes"] = list(self.sizes)
             data["sweep"] = self.sweep
+            data["sweep_errors"] = self.sweep_errors
         if self.interrupted:
             data["interrupted"] = self.interrupted
         data["load"] = self.load.to_dict() if self.load else None
@@ -760,7 +768,8 @@ def race(
     reference : int
         Index of the candidate the others must agree with.
     sizes : sequence of int, optional
-        Sweep these sizes, as perfplot does; the result's ``sweep`` has the medians.
+        Sweep these sizes (positive integers), as perfplot does; the result's ``sweep`` has
+        the medians and its ``sweep_errors`` what failed at each size.
     rtol, atol : float, optional
         Tolerances for the agreement check of floats. When neither is given, floats agree
         within :func:`default_ulps` ulp of the reference's largest magnitude (rounding:
@@ -790,8 +799,18 @@ def race(
     Returns
     -------
     RaceResult
+
+    Raises
+    ------
+    ValueError
+        When there is no candidate, ``reference`` indexes none, or ``processes`` or a size is
+        not a positive integer; before anything runs.
+
+    Candidates with the same label (the same statement twice, or a label given twice) are
+    told apart by a suffix, ``" #2"``, so that each keeps its own results, sweep and bar.
     """
-    specs = [Candidate.from_spec(c) for c in candidates]
+    specs = _distinct_labels([Candidate.from_spec(c) for c in candidates])
+    swept = _checked_sizes(sizes)
     if not specs:
         raise ValueError("race needs at least one candidate")
     if not 0 <= reference < len(specs):
@@ -802,21 +821,23 @@ def race(
     roof = roofline() if roof is None else roof
     roof_check: dict = {"cached": roof}
     cache_bytes = last_level_cache_bytes()
-    size_list = [int(s) for s in sizes] if sizes else [None]
     sweep: dict[str, list[float | None]] = {c.label: [] for c in specs}
+    sweep_errors: dict[str, list[str | None]] = {c.label: [] for c in specs}
     results: list[CandidateResult] = []
     interrupted = None
     with watch() as watched:
         results, interrupted = _sizes(
-            specs, setup, size_list, namespace, sweep, processes=processes, rotate=rotate,
-            cache_bytes=cache_bytes, min_time=min_time, repeats=repeats, progress=progress,
-            reference=reference, rtol=rtol, atol=atol, roof=roof, roof_check=roof_check)
+            specs, setup, swept or [None], namespace, (sweep, sweep_errors),
+            processes=processes, rotate=rotate, cache_bytes=cache_bytes, min_time=min_time,
+            repeats=repeats, progress=progress, reference=reference, rtol=rtol, atol=atol,
+            roof=roof, roof_check=roof_check)
     roof = roof_check.get("used", roof)
     return RaceResult(
         reference=specs[reference].label, candidates=results,
         machine=_machine(roof, roof_check),
-        sizes=[s for s in size_list if s is not None] or None,
-        sweep=sweep if sizes else {},
+        sizes=swept or None,
+        sweep=sweep if swept else {},
+        sweep_errors=sweep_errors if swept else {},
         setup=setup if isinstance(setup, str) else getattr(setup, "__qualname__", ""),
         interrupted=interrupted,
         mode="in-process" if processes is None else "processes",
@@ -824,11 +845,46 @@ def race(
     )
 
 
-def _sizes(specs, setup, size_list, namespace, sweep, *, processes, rotate, cache_bytes,
+def _distinct_labels(specs: list[Candidate]) -> list[Candidate]:
+    """``specs`` with a label met again suffixed ``" #2"``, ``" #3"``, ...: results, sweeps,
+    plots and the reference mark go by label."""
+    seen: set[str] = set()
+    distinct = []
+    for spec in specs:
+        label, k = spec.label, 1
+        while label in seen:
+            k += 1
+            label = f"{spec.label} #{k}"
+        seen.add(label)
+        distinct.append(spec if label == spec.label else dataclasses.replace(spec, label=label))
+    return distinct
+
+
+def _checked_sizes(sizes: Sequence[int] | None) -> list[int]:
+    """``sizes`` as a list of ints (empty for none).
+
+    Raises
+    ------
+    ValueError
+        When a size is not a positive whole number (``-5``, ``0``, ``3.7``, ``True``).
+    """
+    checked = []
+    for size in sizes if sizes is not None else ():
+        whole = (isinstance(size, numbers.Integral) or (
+            isinstance(size, numbers.Real) and float(size).is_integer()))
+        if isinstance(size, (bool, np.bool_)) or not whole or size < 1:
+            raise ValueError(f"sizes must be positive integers, got {size!r}")
+        checked.append(int(size))
+    return checked
+
+
+def _sizes(specs, setup, size_list, namespace, sweeps, *, processes, rotate, cache_bytes,
            min_time, repeats, progress, reference, rtol, atol, roof, roof_check):
-    """Race at each size in turn (the sweep's medians into ``sweep``); returns the last size's
-    results and why the race was interrupted (or None). The roof it placed them under is
-    left in ``roof_check["used"]``."""
+    """Race at each size in turn (each candidate's median and error at that size into the
+    ``sweeps`` pair of dicts, by label); returns the last size's results and why the race
+    was interrupted (or None). The roof it placed them under is left in
+    ``roof_check["used"]``."""
+    sweep, sweep_errors = sweeps
     results: list[CandidateResult] = []
     interrupted = None
     for n in size_list:
@@ -841,8 +897,9 @@ def _sizes(specs, setup, size_list, namespace, sweep, *, processes, rotate, cach
                 specs, setup, n, namespace, processes=processes, rotate=rotate,
                 cache_bytes=cache_bytes, min_time=min_time, repeats=repeats,
                 progress=progress)
-        for candidate, res in zip(specs, results, strict=False):
-            sweep[candidate.label].append(res.median_s)
+        for res in results:
+            sweep[res.statement].append(res.median_s)
+            sweep_errors[res.statement].append(res.error)
         _compare(results, values, specs, reference, rtol, atol)
         _place(results, roof)
         roof = _check_roof(results, roof, cache_bytes, roof_check)

@@ -12,7 +12,7 @@ import html
 from collections.abc import Iterable
 
 from ..measure.timer import format_seconds
-from .words import busy_machine, race_note
+from .words import busy_machine, race_note, sweep_failures
 
 __all__ = ["explanation_html", "figure_html", "page", "race_html"]
 
@@ -146,6 +146,10 @@ def race_html(result, *, full: bool = True) -> str:
         body.append("<h2>Time against size</h2>")
         body.append(figure_html(lambda: race_figure(result), "sweep-plot",
                             f"sizes {result.sizes}; the table shows n={result.sizes[-1]}"))
+        failures = sweep_failures(result.sizes, result.sweep_errors)
+        if failures:
+            body.append("<ul id=\"sweep-errors\">"
+                        + "".join(f"<li>{_e(f)}</li>" for f in failures) + "</ul>")
     elif any(c.median_s is not None for c in result.candidates):
         body.append("<h2>Time per call</h2>")
         body.append(figure_html(lambda: race_figure(result), "bar-plot",

@@ -25,6 +25,19 @@ def _label(text: str, limit: int = 60) -> str:
     return text.replace("$", r"\$")
 
 
+def _labels(texts: list[str], limit: int) -> list[str]:
+    """:func:`_label` of each text, kept distinct: one shortened alike an earlier one gets a
+    suffix, ``" #2"`` (two candidates alike in their first ``limit`` characters)."""
+    shown: list[str] = []
+    for text in texts:
+        label, k = _label(text, limit), 1
+        while label in shown:
+            k += 1
+            label = f"{_label(text, limit)} #{k}"
+        shown.append(label)
+    return shown
+
+
 def _check_suffix(path: Path) -> None:
     if path.suffix.lower() not in (".png", ".svg"):
         raise ValueError(f"plot file must end in .png or .svg, got {path.name!r}")
@@ -41,11 +54,12 @@ def race_figure(result):
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.8), layout="constrained")
     if result.sizes:
-        for label, medians in result.sweep.items():
+        for label, medians in zip(_labels(list(result.sweep), 60), result.sweep.values(),
+                                  strict=True):
             points = [(n, t) for n, t in zip(result.sizes, medians, strict=False)
                       if t is not None]
             if points:
-                ax.loglog(*zip(*points, strict=True), marker="o", label=_label(label))
+                ax.loglog(*zip(*points, strict=True), marker="o", label=label)
         ax.set_xlabel("n")
         ax.set_ylabel("median time per call [s]")
         ax.legend(fontsize="small")
@@ -89,9 +103,11 @@ def _bars(ax, result) -> None:
                 [max(0.0, q3 / scale - m) for m, (_, q3) in zip(medians, quartiles,
                                                                 strict=True)]]
     is_ref = [c.statement == result.reference for c in ran]
-    labels = [_label(c.statement, 48) + ("\n(reference)" if ref else "")
-              for c, ref in zip(ran, is_ref, strict=True)]
-    bars = ax.barh(labels, medians, xerr=whiskers, capsize=4,
+    labels = [label + ("\n(reference)" if ref else "")
+              for label, ref in zip(_labels([c.statement for c in ran], 48), is_ref,
+                                    strict=True)]
+    # bars at positions, not at their labels: matplotlib puts bars with equal labels on one
+    bars = ax.barh(range(len(ran)), medians, xerr=whiskers, capsize=4,
                    color=["tab:orange" if ref else "tab:blue" for ref in is_ref],
                    edgecolor="black", linewidth=0.6,
                    error_kw={"elinewidth": 1.2, "ecolor": "black"})
@@ -110,6 +126,7 @@ def _bars(ax, result) -> None:
             format_seconds(c.median_s)
         ax.text(q3 / scale, bar.get_y() + bar.get_height() / 2, "  " + _label(text, 80),
                 va="center", fontsize="small")
+    ax.set_yticks(range(len(ran)), labels)
     ax.invert_yaxis()
     ax.set_xlim(0, max(q3 for _, q3 in quartiles) / scale * 1.6)
     ax.set_xlabel(f"median time per call [{unit}], whiskers: first to third quartile")

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..measure.timer import format_seconds
-from .words import STEPS, busy_machine, race_note, rewrite_values
+from .words import STEPS, busy_machine, race_note, rewrite_values, sweep_failures
 
 __all__ = ["escape_markup", "explanation_text", "floor_text", "format_seconds", "line_cause",
            "line_rate", "lines_table", "plain", "race_table", "race_text", "ratio_text",
@@ -119,6 +119,8 @@ def race_text(result, width: int | None = None) -> str:
     if result.sizes:
         console.print(plain(f"sizes swept: {result.sizes}; the table shows "
                             f"n={result.sizes[-1]}"))
+        for failure in sweep_failures(result.sizes, result.sweep_errors):
+            console.print(plain(failure))
     busy = busy_machine(getattr(result, "load", None))
     if busy:
         console.print(plain(f"Busy machine: {busy}."))

@@ -11,7 +11,7 @@ from ..measure.stats import TARGET_PRECISION
 from ..measure.timer import format_seconds
 
 __all__ = ["Context", "busy_machine", "evidence", "line_rewrite", "race_note", "rewrite_values",
-           "ruled_out", "suggestion", "untimed_temporaries"]
+           "ruled_out", "suggestion", "sweep_failures", "untimed_temporaries"]
 
 #: what "one pass per step" means, where a program reads an array again after changing it
 STEPS = ("the same steps fused: each array read once each time it changes, written once when "
@@ -358,6 +358,19 @@ def busy_machine(load, what: str = "race") -> str:
             f"its {load.cpus} cores on average{steal}. A neighbour sharing memory bandwidth and "
             "caches moves timings by tens of percent, not alike for every candidate: close "
             "rankings may not hold; rerun on a quiet machine to trust them")
+
+
+def sweep_failures(sizes: list[int], sweep_errors: dict[str, list[str | None]]) -> list[str]:
+    """One sentence per candidate and error of a size sweep: at which sizes the candidate
+    failed, and what it raised (the table shows only the last size)."""
+    said = []
+    for label, errors in sweep_errors.items():
+        at: dict[str, list[str]] = {}
+        for n, error in zip(sizes, errors, strict=False):
+            if error is not None:
+                at.setdefault(error, []).append(str(n))
+        said.extend(f"{label} failed at n={', '.join(ns)}: {error}" for error, ns in at.items())
+    return said
 
 
 def race_note(c) -> str:
