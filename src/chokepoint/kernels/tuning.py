@@ -26,12 +26,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from ..cachefile import write_atomic
 
 __all__ = ["DEFAULT", "GAIN", "PASSES", "Tuning", "cache_path", "choose_parallel_min", "current",
            "forget", "last_level_cache_bytes", "tune"]
@@ -123,17 +127,84 @@ def cache_path() -> Path:
     return Path(platformdirs.user_cache_dir("chokepoint")) / f"tuning-{digest}.json"
 
 
+def _count(value: object) -> int | None:
+    """A size in elements: a whole number from 1 to 2**62 (an integral float too)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return None
+    return int(value) if 1 <= value <= 1 << 62 else None
+
+
+def _flag(value: object) -> bool | None:
+    """A JSON true or false (not a number or a string)."""
+    return value if isinstance(value, bool) else None
+
+
+def _text(value: object) -> str | None:
+    """A string."""
+    return value if isinstance(value, str) else None
+
+
+def _mapping(value: object) -> dict | None:
+    """A JSON object."""
+    return value if isinstance(value, dict) else None
+
+
+#: each field of the cache file, and what makes its value sound (None: damaged)
+_FIELDS = {"parallel_min": _count, "stream_maps": _flag, "stream_masks": _flag,
+           "measured_at": _text, "evidence": _mapping}
+
+
+def _parse(data: object) -> tuple[Tuning, list[str]] | None:
+    """The tuning in a cache file's JSON, and the fields it ignored (damaged or missing: their
+    defaults are used); None when it is not a JSON object at all."""
+    if not isinstance(data, dict):
+        return None
+    sound = {name: check(data.get(name)) for name, check in _FIELDS.items()}
+    ignored = [name for name, value in sound.items() if value is None]
+    return Tuning(**{k: v for k, v in sound.items() if v is not None}), ignored
+
+
+def _read(path: Path) -> Tuning:
+    """The tuning cached at ``path``, else :data:`DEFAULT`; a damaged file or field is said once
+    (a RuntimeWarning) and its defaults are used."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return DEFAULT  # not tuned yet (or an unreadable directory)
+    try:
+        data = json.loads(text)
+    except ValueError:  # a truncated write (of an older version), another program's file
+        _warn_damaged(path, "not JSON")
+        return DEFAULT
+    parsed = _parse(data)
+    if parsed is None:
+        _warn_damaged(path, f"a JSON {type(data).__name__}, not an object")
+        return DEFAULT
+    tuned, ignored = parsed
+    if ignored:
+        _warn_damaged(path, f"{', '.join(ignored)} missing or of the wrong type or range")
+    return tuned
+
+
+def _warn_damaged(path: Path, what: str) -> None:
+    """Say that the tuning cache at ``path`` is damaged (``what``), and what happens now."""
+    warnings.warn(f"chokepoint: the tuning cache {path} is damaged ({what}): the defaults are "
+                  "used instead; run `chokepoint tune` to measure again, or delete the file",
+                  RuntimeWarning, stacklevel=4)  # current()'s caller
+
+
 def current() -> Tuning:
-    """The cached tuning of this machine, else :data:`DEFAULT` (nothing is measured here)."""
+    """The cached tuning of this machine, else :data:`DEFAULT` (nothing is measured here).
+
+    A damaged cache file (not JSON, or a field of the wrong type or range) does not stop the
+    kernels: each damaged field takes its default, and a RuntimeWarning says so, once (the
+    tuning is remembered until :func:`forget`).
+    """
     global _memo
     if _memo is None:
-        _memo = DEFAULT
-        try:
-            data = json.loads(cache_path().read_text())
-            _memo = Tuning(**{k: data[k] for k in ("parallel_min", "stream_maps",
-                                                   "stream_masks", "measured_at", "evidence")})
-        except (OSError, ValueError, TypeError, KeyError):
-            pass  # not tuned yet, or an unreadable file: the defaults
+        _memo = _read(cache_path())
     return _memo
 
 
@@ -195,7 +266,8 @@ def _load() -> float | None:
 
 
 def tune(*, min_time: float = 0.02, save: bool = True) -> Tuning:
-    """Measure the variant choices on this machine (a few seconds) and cache them.
+    """Measure the variant choices on this machine (a few seconds) and cache them (replacing a
+    damaged cache file).
 
     Returns
     -------
@@ -220,15 +292,8 @@ def tune(*, min_time: float = 0.02, save: bool = True) -> Tuning:
                    evidence={"parallel_min": sizes, "stream_maps": maps_times,
                              "stream_masks": mask_times, "load_average": _load(),
                              "seconds": time.perf_counter() - started})
-    if save:
-        try:
-            path = cache_path()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(tuned.to_dict(), indent=2))
-            os.replace(tmp, path)
-        except OSError:
-            pass  # a read-only cache directory: the choices hold for this process only
+    if save:  # where it cannot be written (read-only, full), it holds for this process only
+        write_atomic(cache_path(), json.dumps(tuned.to_dict(), indent=2))
     _memo = tuned
     engine_numba.apply_tuning(tuned)
     return tuned
