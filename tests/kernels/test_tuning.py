@@ -49,6 +49,7 @@ def isolated_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(tuning, "cache_path", lambda: path)
     tuning.forget()
     yield path
+    path.unlink(missing_ok=True)  # a damaged file is not read (and said) again
     tuning.forget()
     engine_numba.apply_tuning(tuning.current())
 
