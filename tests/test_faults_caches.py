@@ -1,10 +1,13 @@
 """Damaged, shared and half-written caches (issue 32, items 4, 5, 6, 10): the tuning and the
 roofline in a temporary cache directory (XDG_CACHE_HOME), never the user's."""
 
+import contextlib
 import errno
+import fcntl
 import importlib
 import json
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -12,6 +15,8 @@ import pytest
 import chokepoint
 from chokepoint.cli import main
 from chokepoint.kernels import engine_numba, native, tuning
+from chokepoint.measure.load import Load
+from chokepoint.measure.roofline import roofline
 
 roofline_module = importlib.import_module("chokepoint.measure.roofline")
 
@@ -38,6 +43,24 @@ def _full_disk(monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "replace", replace)
+
+
+def _measured(monkeypatch, roof, load=None):
+    """roofline() "measures" ``roof`` at once, under ``load`` (a quiet machine by default: the
+    tests' own machine may be busy); the calls made."""
+    calls = []
+
+    @contextlib.contextmanager
+    def watch():
+        class Watch:
+            load = None
+
+        yield Watch
+        Watch.load = load
+
+    monkeypatch.setattr(roofline_module, "watch", watch, raising=False)
+    monkeypatch.setattr(roofline_module, "measure_roofline", lambda **kw: calls.append(1) or roof)
+    return calls
 
 
 # the tuning cache (items 4 and 10)
@@ -80,3 +103,89 @@ def test_a_full_disk_leaves_no_temporary_tuning_file(caches, monkeypatch):
     tuning.tune()
     assert not tuning.cache_path().exists()
     assert list(caches.iterdir()) == []
+
+
+# the roofline cache (items 5, 6 and 10)
+
+
+@pytest.mark.parametrize("damage", [[], None, 42, {"read_bw": 0}, {"read_bw": None},
+                                    {"read_bw": float("nan")}, {"gemm": None},
+                                    {"gemm_1t": {}}, {"machine": 3}])
+def test_a_damaged_roofline_cache_is_measured_again(cached_roof, monkeypatch, damage):
+    path = roofline_module.cache_path()
+    data = {**cached_roof.to_dict(), **damage} if isinstance(damage, dict) else damage
+    path.write_text(json.dumps(data))
+    measured = _measured(monkeypatch, cached_roof)
+    with pytest.warns(RuntimeWarning, match="roofline cache .* damaged"):
+        assert roofline() == cached_roof
+    assert measured == [1]
+    assert json.loads(path.read_text()) == cached_roof.to_dict()  # repaired
+
+
+def test_roofline_command_after_a_cache_that_is_no_object(cached_roof, monkeypatch, capsys):
+    roofline_module.cache_path().write_text("[]")
+    _measured(monkeypatch, cached_roof)
+    with pytest.warns(RuntimeWarning, match="damaged"):
+        assert main(["roofline"]) == 0
+    assert "20.0 GB/s" in capsys.readouterr().out
+
+
+def test_one_process_measures_the_roofline_while_another_waits(cached_roof, monkeypatch):
+    roofline_module.cache_path().unlink()
+    first, second, release = threading.Event(), threading.Event(), threading.Event()
+    calls = []
+
+    def measure(**kwargs):
+        calls.append(1)
+        (second if len(calls) > 1 else first).set()
+        release.wait(5)
+        return cached_roof
+
+    _measured(monkeypatch, cached_roof)
+    monkeypatch.setattr(roofline_module, "measure_roofline", measure)
+    found = []
+    threads = [threading.Thread(target=lambda: found.append(roofline())) for _ in range(2)]
+    threads[0].start()
+    assert first.wait(5)
+    threads[1].start()  # the other "process": its own open of the lock file
+    measured_twice = second.wait(1.0)  # a bounded wait: before the lock, it measured at once
+    release.set()
+    for thread in threads:
+        thread.join(5)
+    assert not measured_twice and calls == [1]
+    assert found == [cached_roof, cached_roof]
+
+
+def test_a_lock_held_too_long_means_measuring_without_writing(cached_roof, monkeypatch):
+    path = roofline_module.cache_path()
+    path.unlink()
+    monkeypatch.setattr(roofline_module, "LOCK_WAIT", 0.1, raising=False)
+    _measured(monkeypatch, cached_roof)
+    with open(path.with_suffix(".lock"), "a") as other:  # another process measuring
+        fcntl.flock(other, fcntl.LOCK_EX)
+        assert roofline() == cached_roof
+    assert not path.exists()  # its measurement is the one to cache
+
+
+def test_a_roofline_measured_on_a_busy_machine_is_said_and_not_cached(cached_roof,
+                                                                       monkeypatch):
+    path = roofline_module.cache_path()
+    path.unlink()
+    assert hasattr(roofline_module, "watch")  # the load is watched while measuring
+    _measured(monkeypatch, cached_roof, Load(seconds=10.0, cpus=2, own=2.0, others=1.8,
+                                             steal=0.0))
+    with pytest.warns(RuntimeWarning, match="other processes used 1.8 of 2 cores.*not cached"):
+        assert roofline() == cached_roof
+    assert not path.exists()
+    with pytest.warns(RuntimeWarning, match="cached as asked"):
+        roofline(refresh=True)  # chokepoint roofline --refresh: the user asked for it
+    assert path.exists()
+
+
+def test_a_full_disk_leaves_no_temporary_roofline_file(cached_roof, monkeypatch):
+    path = roofline_module.cache_path()
+    path.unlink()
+    _measured(monkeypatch, cached_roof)
+    _full_disk(monkeypatch)
+    assert roofline() == cached_roof
+    assert sorted(p.name for p in path.parent.iterdir() if not p.name.endswith(".lock")) == []

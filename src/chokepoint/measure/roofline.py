@@ -11,16 +11,20 @@ float32 and float64 matrices, with all of the BLAS's threads and with one (threa
 
 The result is cached per machine (CPU model, core count, thread count) as JSON in the user's
 cache directory, so race and explain pay for it once. ``chokepoint roofline --refresh`` measures
-again.
+again. One process measures at a time (a lock file beside the cache: two measuring at once each
+measured ceilings 2.4-4.5x too low); a measurement made while other processes kept the machine
+busy is said and not cached; a damaged cache file is measured again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,11 +32,13 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from ..cachefile import locked, write_atomic
+from .load import Load, watch
 from .timer import measure
 
-__all__ = ["ARRAY_BYTES", "BANDWIDTHS", "Roofline", "bandwidth_kernels", "cache_path",
-           "machine_info", "measure_bandwidths", "measure_floor_bandwidth", "measure_roofline",
-           "roofline"]
+__all__ = ["ARRAY_BYTES", "BANDWIDTHS", "LOCK_WAIT", "Roofline", "bandwidth_kernels",
+           "cache_path", "machine_info", "measure_bandwidths", "measure_floor_bandwidth",
+           "measure_roofline", "roofline"]
 
 ARRAY_BYTES = 256 * 2**20
 _FLOP_STEPS = 64
@@ -326,9 +332,115 @@ def measure_roofline(*, nbytes: int = ARRAY_BYTES, min_time: float = 0.1) -> Roo
 
 _memo: Roofline | None = None
 
+#: most seconds a process waits for another one measuring the roofline (about 10 s) before it
+#: uses what is cached, or measures without writing
+LOCK_WAIT = 120.0
+
+_RATES = ("read_bw", "write_bw", "copy_bw", "triad_bw", "read_bw_1t", "write_bw_1t",
+          "copy_bw_1t", "triad_bw_1t", "flops", "flops_1t")
+
+
+def _number(value: object, *, zero: bool = False) -> bool:
+    """A finite positive number (not a bool), or zero too with ``zero``."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and (value > 0 or (zero and value == 0)))
+
+
+def _table(value: object, *, zero: bool = False) -> bool:
+    """A dict of names to :func:`_number` values; a non-empty one unless ``zero`` (the
+    spreads)."""
+    return (isinstance(value, dict) and (bool(value) or zero)
+            and all(isinstance(k, str) and _number(v, zero=zero) for k, v in value.items()))
+
+
+def _damage(data: object) -> str | None:
+    """What makes a roofline cache file's JSON unusable, or None when it is sound."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not an object"
+    wrong = [k for k in _RATES if not _number(data.get(k))]
+    wrong += [k for k in ("gemm", "gemm_1t") if not _table(data.get(k))]
+    wrong += [] if _table(data.get("spread", {}), zero=True) else ["spread"]
+    wrong += [] if _number(data.get("seconds"), zero=True) else ["seconds"]
+    wrong += [k for k, kind in (("machine", dict), ("measured_at", str))
+              if not isinstance(data.get(k), kind)]
+    return f"missing or of the wrong type or range: {', '.join(wrong)}" if wrong else None
+
+
+def _cached(path: Path, machine: dict, *, say: bool = True) -> Roofline | None:
+    """The roofline cached at ``path`` for ``machine``; None when there is none, it is another
+    machine's, or it is damaged (then measured again: a RuntimeWarning says so, with ``say``)."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None  # not measured yet
+    try:
+        data = json.loads(text)
+        problem = _damage(data)
+    except ValueError:
+        data, problem = None, "not JSON"
+    if problem is not None:
+        if say:
+            warnings.warn(f"chokepoint: the roofline cache {path} is damaged ({problem}): "
+                          "it is treated as absent and the roofline measured again",
+                          RuntimeWarning, stacklevel=3)
+        return None
+    if data["machine"] != machine:
+        return None  # another NumPy, numba or thread count: measured again
+    return Roofline(**{k: data[k] for k in Roofline.__dataclass_fields__ if k in data})
+
+
+def _watched() -> tuple[Roofline, Load | None]:
+    """Measure the roofline, and the load the other processes put on the machine meanwhile."""
+    with watch() as w:
+        roof = measure_roofline()
+    return roof, w.load
+
+
+def _measured(path: Path, machine: dict, refresh: bool) -> Roofline:
+    """Measure the roofline and cache it at ``path``, one process at a time.
+
+    A process that finds another one measuring waits for it (up to :data:`LOCK_WAIT` s) and uses
+    its result, unless ``refresh``; past the wait it uses what is cached, or measures without
+    writing. A measurement in doubt (:func:`_doubt`: other processes kept the machine busy) is
+    not trusted silently: a RuntimeWarning says so, and it is not cached unless ``refresh``
+    asked for it.
+    """
+    with locked(path.with_suffix(".lock"), LOCK_WAIT) as held:
+        # what another process measured while this one waited (the damage was said before)
+        found = None if refresh else _cached(path, machine, say=False)
+        if found is not None:
+            return found
+        roof, load = _watched()
+        doubt = _doubt(roof, load)
+        if doubt is not None:
+            warnings.warn(f"chokepoint: {doubt}, so this machine's roofline may be wrong (floors "
+                          f"too high); {'cached as asked' if refresh else 'not cached'}: run "
+                          "`chokepoint roofline --refresh` when the machine is idle",
+                          RuntimeWarning, stacklevel=3)
+        if held and (refresh or doubt is None):
+            write_atomic(path, json.dumps(roof.to_dict(), indent=2))
+    return roof
+
+
+def _doubt(roof: Roofline, load: Load | None) -> str | None:
+    """Why a roofline just measured is not to be trusted, or None: other processes kept the
+    machine busy meanwhile (two processes measuring at once each measured ceilings 2.4-4.5x too
+    low), or a ceiling is not a finite positive number."""
+    problem = _damage(roof.to_dict())
+    if problem is not None:
+        return f"the roofline measured {problem}"
+    if load is not None and load.busy:
+        return (f"other processes used {load.others + load.steal:.1f} of {load.cpus} cores "
+                "while the roofline was measured")
+    return None
+
 
 def roofline(*, refresh: bool = False) -> Roofline:
     """This machine's roofline: from memory, from the cache file, or measured and cached.
+
+    A cache file that is damaged (not a JSON object, a ceiling that is not a positive number) is
+    treated as absent, with a RuntimeWarning. While one process measures, another one waits for
+    its result (see :func:`_measured`).
 
     Parameters
     ----------
@@ -344,20 +456,6 @@ def roofline(*, refresh: bool = False) -> Roofline:
     if _memo is not None and not refresh and _memo.machine == machine:
         return _memo
     path = cache_path(machine)
-    if not refresh and path.exists():
-        try:
-            data = json.loads(path.read_text())
-            if data.get("machine") == machine:
-                _memo = Roofline(**data)
-                return _memo
-        except (OSError, ValueError, TypeError):
-            pass  # unreadable or stale: measure again
-    _memo = measure_roofline()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(_memo.to_dict(), indent=2))
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache directory only costs a re-measurement next time
+    found = None if refresh else _cached(path, machine)
+    _memo = found if found is not None else _measured(path, machine, refresh)
     return _memo
