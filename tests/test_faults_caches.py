@@ -8,6 +8,7 @@ import importlib
 import json
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -189,3 +190,26 @@ def test_a_full_disk_leaves_no_temporary_roofline_file(cached_roof, monkeypatch)
     _full_disk(monkeypatch)
     assert roofline() == cached_roof
     assert sorted(p.name for p in path.parent.iterdir() if not p.name.endswith(".lock")) == []
+
+
+# the C extension's build (item 10)
+
+
+def test_a_killed_build_is_cleaned_up_by_the_next_process(tmp_path, monkeypatch):
+    folder = tmp_path / "native"
+    old, legacy, live = folder / "build-abc123", folder / "tmpk2j3_x", folder / "build-live"
+    for build in (old, legacy, live):
+        build.mkdir(parents=True)
+        (build / "_native.o").write_bytes(b"\0" * 64)
+    hour_ago = time.time() - 3600
+    for build in (old, legacy):
+        os.utime(build, (hour_ago, hour_ago))
+    monkeypatch.setattr(native, "_cache_path", lambda: folder / "_native-test.so")
+
+    def no_compiler(target):
+        raise OSError("no C compiler (test)")
+
+    monkeypatch.setattr(native, "_compile", no_compiler)
+    with pytest.raises(OSError, match="no C compiler"):
+        native._built()
+    assert sorted(p.name for p in folder.iterdir()) == ["build-live"]  # a build under way

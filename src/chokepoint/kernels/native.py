@@ -28,22 +28,30 @@ import importlib.machinery
 import importlib.util
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
 import threading
+import time
 import warnings
 from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 
-__all__ = ["MAP1", "MAP2", "MASK_BACKWARD", "MASK_FORWARD", "Lane", "disabled", "load", "status"]
+__all__ = ["MAP1", "MAP2", "MASK_BACKWARD", "MASK_FORWARD", "STALE_BUILD_SECONDS", "STEP_TIMEOUT",
+           "Lane", "disabled", "load", "status"]
 
 #: a Native's kinds: its arguments (see _native.c)
 MAP1, MAP2, MASK_FORWARD, MASK_BACKWARD = 0, 1, 2, 3
 SOURCE = Path(__file__).with_name("_native.c")
+#: seconds the compiler, and then the linker, may take
+STEP_TIMEOUT = 120
+#: a build directory older than this was left by a build that was killed (SIGTERM during the
+#: build, before its temporary directory could be removed): removed by the next process
+STALE_BUILD_SECONDS = 2 * STEP_TIMEOUT + 60
 _lock = threading.Lock()
 #: held while a Lane fills its table (compiling cfuncs): one for all lanes, reset after a fork
 #: (a child forked while another thread held it would wait for it for ever)
@@ -84,15 +92,31 @@ def _compile(target: Path) -> None:
     includes = [f"-I{paths['include']}", f"-I{paths['platinclude']}", f"-I{np.get_include()}"]
     cflags = shlex.split(sysconfig.get_config_var("CFLAGS") or "")  # as setuptools: -arch
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix="build-") as tmp:
         obj = Path(tmp) / "_native.o"
         lib = Path(tmp) / target.name
         ccshared = sysconfig.get_config_var("CCSHARED") or "-fPIC"
-        run = {"check": True, "capture_output": True, "timeout": 120}
+        run = {"check": True, "capture_output": True, "timeout": STEP_TIMEOUT}
         subprocess.run([*shlex.split(cc), *cflags, *shlex.split(ccshared), "-O2", "-c",
                         *includes, str(SOURCE), "-o", str(obj)], **run)
         subprocess.run([*shlex.split(ldshared), str(obj), "-o", str(lib)], **run)
         os.replace(lib, target)
+
+
+def _remove_stale_builds(folder: Path) -> None:
+    """Remove the build directories that killed builds left in ``folder``: ``build-*`` (and
+    ``tmp*``, the name they had before) older than :data:`STALE_BUILD_SECONDS`."""
+    try:
+        entries = [e for e in folder.iterdir() if e.name.startswith(("build-", "tmp"))]
+    except OSError:
+        return  # no cache directory yet, or not readable
+    for entry in entries:
+        try:
+            stale = entry.is_dir() and time.time() - entry.stat().st_mtime > STALE_BUILD_SECONDS
+        except OSError:
+            continue  # removed meanwhile by another process
+        if stale:
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def _import(path: Path) -> ModuleType:
@@ -137,6 +161,7 @@ def load() -> ModuleType | None:
 
 def _built() -> ModuleType:
     path = _cache_path()
+    _remove_stale_builds(path.parent)
     if not path.exists():
         _compile(path)
     module = _import(path)
