@@ -77,7 +77,7 @@ def _browser():
     return sync_playwright
 
 
-def _render(path, screenshot=None):
+def _render(path, screenshot=None, measure=None):
     sync_playwright = _browser()
     errors, dialogs = [], []
     with sync_playwright() as p:
@@ -102,6 +102,8 @@ def _render(path, screenshot=None):
                 text: document.body.innerText,
                 ids: Array.from(document.querySelectorAll('[id]')).map(e => e.id),
             })""")
+            if measure:
+                info["measured"] = page.evaluate(measure)
             if screenshot:
                 page.screenshot(path=str(screenshot), full_page=True)
         finally:
@@ -131,6 +133,40 @@ def test_explain_report_in_chromium(reports, tmp_path):
     assert {"operations", "lines", "roofline-plot", "findings"} <= set(info["ids"])
     assert "np.clip(X, 0, 1)" in info["text"] and INJECTION in info["text"]
     assert (tmp_path / "explain.png").stat().st_size > 10_000
+
+
+def _one_race(statements, **fields):
+    from chokepoint.measure.race import CandidateResult, RaceResult
+
+    candidates = [CandidateResult(statement=s, median_s=1e-6, iqr_s=1e-7, min_s=1e-6, runs=3,
+                                  loops=10, relative=1.0, **fields) for s in statements]
+    return RaceResult(reference=statements[0], candidates=candidates,
+                      machine={"cpu": "test cpu", "cores": 2, "threads": 2, "read_bw": 20e9})
+
+
+def test_bidi_and_control_characters_are_shown_escaped_in_html():
+    # issue 32.16: U+202E in a statement reversed the report's own sentences after it
+    from chokepoint.report.html import race_html
+
+    page = race_html(_one_race(["X + len('\u202e')", "X\x1b[2J + \u2067Y"]))
+    assert all(ch not in page for ch in "\u202e\u2067\x1b")
+    assert "X + len(&#x27;\\u202e&#x27;)" in page and "X\\x1b[2J + \\u2067Y" in page
+
+
+def test_a_long_token_leaves_the_numbers_on_the_page(tmp_path):
+    # issue 32.16: a 208-character token in a statement widened the table past the screen
+    from chokepoint.report.html import race_html
+
+    path = tmp_path / "long.html"
+    path.write_text(race_html(_one_race([f"X + len('{'a' * 208}')", "X + 1"])),
+                    encoding="utf-8")
+    info, errors, _ = _render(path, measure="""() => {
+        const cells = document.querySelectorAll('#candidates td:nth-child(2)');
+        return {right: Math.max(...Array.from(cells, c => c.getBoundingClientRect().right)),
+                width: document.documentElement.clientWidth};
+    }""")
+    assert not errors
+    assert info["measured"]["right"] <= info["measured"]["width"]
 
 
 def test_cli_html_option(cached_roof, tmp_path):

@@ -218,6 +218,30 @@ def test_a_rewrite_that_differs_at_nan_inputs_does_not_say_same_values():
     assert "8.0x faster than np.ceil(np.clip(X, 0, 1)), same values except at NaN inputs" in said
 
 
+#: what a terminal or a bidi algorithm acts on: clear screen, window title, right-to-left override
+UNSEEN = ["X\x1b[2J + 1", "X\x1b]0;owned\x07 + 2", "X + len('\u202e') + 3", "X\r + 4"]
+
+
+def test_control_and_bidi_characters_in_user_code_are_shown_escaped():
+    # issue 32.16: raw ESC sequences reached the terminal, U+202E reversed the report's text
+    ok = [CandidateResult(statement=s, median_s=1e-6, iqr_s=1e-7, min_s=1e-6, runs=3, loops=10,
+                          relative=1.0) for s in UNSEEN]
+    failed = CandidateResult(statement="\u2066X", error="NameError: name '\u2066X' \x1b[31m")
+    result = RaceResult(reference=UNSEEN[0], candidates=[*ok, failed], machine=MACHINE)
+    text = race_text(result, width=400)
+    assert all(ch not in text for ch in "\x1b\x07\r\u202e\u2066")
+    for shown in ("X\\x1b[2J + 1", "X\\x1b]0;owned\\x07 + 2", "len('\\u202e')", "X\\r + 4",
+                  "\\u2066X", "NameError: name '\\u2066X' \\x1b[31m"):
+        assert shown in text
+    e = Explanation(statement="X\x1b[2J + 1", setup="", median_s=1e-3, iqr_s=1e-5, floor_s=5e-4,
+                    model=SimpleNamespace(bytes_moved=16000, bytes_min=8000), ops=[],
+                    findings=[], ruled_out=[], machine=MACHINE, rewrite=None,
+                    warnings=["the statement mutates its inputs (\u202eX)"], lines=[])
+    text = explanation_text(e, width=200)
+    assert "\x1b" not in text and "\u202e" not in text
+    assert "X\\x1b[2J + 1" in text and "(\\u202eX)" in text
+
+
 def test_reports_follow_the_terminal_width(monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     text = race_text(_race_result())

@@ -12,7 +12,7 @@ import html
 from collections.abc import Iterable
 
 from ..measure.timer import format_seconds
-from .words import busy_machine, race_note, sweep_failures
+from .words import busy_machine, race_note, sweep_failures, visible
 
 __all__ = ["explanation_html", "figure_html", "page", "race_html"]
 
@@ -30,6 +30,7 @@ _CSS = """
   text-align: right; vertical-align: top; }
 .chokepoint th { background: #f3f5f8; }
 .chokepoint td.text, .chokepoint th.text { text-align: left; }
+.chokepoint td.text, .chokepoint code { overflow-wrap: anywhere; }
 .chokepoint .yes { color: #137333; font-weight: 600; }
 .chokepoint .no { color: #b3261e; font-weight: 700; }
 .chokepoint .machine { color: #4a5568; }
@@ -47,7 +48,9 @@ _CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
 
 
 def _e(value) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    """``value`` escaped for HTML, its control and bidi characters shown as escapes
+    (:func:`~.words.visible`: U+202E would reverse the report's own text after it)."""
+    return html.escape("" if value is None else visible(value), quote=True)
 
 
 def page(title: str, body: str) -> str:

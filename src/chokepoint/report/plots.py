@@ -20,7 +20,11 @@ def _pyplot():
 
 
 def _label(text: str, limit: int = 60) -> str:
-    """A legend label: shortened, and with ``$`` escaped (matplotlib reads $...$ as math)."""
+    """A legend label: control and bidi characters shown as escapes, shortened, and with
+    ``$`` escaped (matplotlib reads $...$ as math)."""
+    from .words import visible
+
+    text = visible(text)
     text = text if len(text) <= limit else text[: limit - 1] + "…"
     return text.replace("$", r"\$")
 

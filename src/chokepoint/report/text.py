@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..measure.timer import format_seconds
-from .words import STEPS, busy_machine, race_note, rewrite_values, sweep_failures
+from .words import STEPS, busy_machine, race_note, rewrite_values, sweep_failures, visible
 
 __all__ = ["escape_markup", "explanation_text", "floor_text", "format_seconds", "line_cause",
            "line_rate", "lines_table", "plain", "race_table", "race_text", "ratio_text",
@@ -21,13 +21,15 @@ __all__ = ["escape_markup", "explanation_text", "floor_text", "format_seconds", 
 def escape_markup(text: object) -> str:
     """``text`` (a statement, a note, an error) made safe to embed in a rich markup string:
     ``X[mask]`` stays ``X[mask]`` and ``'[/x]'`` raises no MarkupError. Use it for every
-    user-supplied string in a ``console.print(f"...")``; :func:`plain` for table cells."""
-    return escape(str(text))
+    user-supplied string in a ``console.print(f"...")``; :func:`plain` for table cells.
+    Control and bidi characters are shown as escapes (:func:`~.words.visible`)."""
+    return escape(visible(text))
 
 
 def plain(text: object) -> Text:
-    """``text`` as a rich Text, never parsed as markup (for table cells)."""
-    return Text(str(text))
+    """``text`` as a rich Text, never parsed as markup (for table cells), its control and
+    bidi characters shown as escapes (:func:`~.words.visible`)."""
+    return Text(visible(text))
 
 
 def ratio_text(c) -> str:

@@ -11,7 +11,7 @@ from ..measure.stats import TARGET_PRECISION
 from ..measure.timer import format_seconds
 
 __all__ = ["Context", "busy_machine", "evidence", "line_rewrite", "race_note", "rewrite_values",
-           "ruled_out", "suggestion", "sweep_failures", "untimed_temporaries"]
+           "ruled_out", "suggestion", "sweep_failures", "untimed_temporaries", "visible"]
 
 #: what "one pass per step" means, where a program reads an array again after changing it
 STEPS = ("the same steps fused: each array read once each time it changes, written once when "
@@ -30,6 +30,19 @@ class Context:
     peak_extra: int | None
     total: float
     line_rewrites: list = field(default_factory=list)
+
+
+def visible(text: object) -> str:
+    """``text`` (the user's code, labels, errors) with every character that a terminal or a
+    browser acts on instead of showing written as its escape: control characters (ESC
+    ``\\x1b`` starts a terminal command), bidi controls (U+202E ``\\u202e`` reverses the
+    report's own sentences that follow it), other invisible ones. Line breaks and tabs are
+    kept."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch in "\n\t" else
+                   ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 def _mb(n: float) -> str:
