@@ -180,6 +180,38 @@ def test_a_bad_output_path_keeps_the_results_and_says_why(cached_roof, capsys, t
     assert "operations" in captured.out and "cannot write --html" in captured.err
 
 
+def test_json_is_strict_json_with_null_for_nan_and_infinities(capsys):
+    # issue 32.16: --json wrote Infinity and NaN, which JSON parsers refuse
+    import numpy as np
+
+    from chokepoint.cli import emit
+
+    class Result:
+        def to_dict(self):
+            return {"ratio": float("inf"), "spread": [float("nan"), np.float64(-np.inf)],
+                    "runs": np.int64(3), "median_s": 1e-6}
+
+    assert emit(Result(), argparse.Namespace(json=True, plot=None, html=None)) == 0
+
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+
+    data = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert data == {"ratio": None, "spread": [None, None], "runs": 3, "median_s": 1e-6}
+
+
+def test_output_files_go_where_they_were_asked_when_the_code_changes_directory(
+        cached_roof, capsys, tmp_path, monkeypatch):
+    # issue 32.16: --html r.html after code that os.chdir()s was written into that directory
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert main(["race", "-s", f"import os; os.chdir({str(moved)!r}); X = np.ones(3)", "X + 1",
+                 "--min-time", "0.001", "--repeats", "3", "--html", "r.html"]) == 0
+    assert (tmp_path / "r.html").exists() and not (moved / "r.html").exists()
+    assert f"html written to {tmp_path / 'r.html'}" in capsys.readouterr().out
+
+
 def test_race_processes_option(cached_roof, capsys):
     assert main(["race", "--json", "-s", "X = np.arange(10.0)", "X + 1", "X + 1.0",
                  "--processes", "2", "--min-time", "0.001", "--repeats", "2"]) == 0

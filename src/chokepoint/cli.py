@@ -15,8 +15,8 @@ import re
 import sys
 
 __all__ = ["add_explain_arguments", "add_race_arguments", "candidate", "demo_candidates", "emit",
-           "main", "non_negative_float", "parse_sizes", "positive_float", "positive_int",
-           "run_explain", "run_race"]
+           "json_text", "main", "non_negative_float", "output_path", "parse_sizes",
+           "positive_float", "positive_int", "run_explain", "run_race"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -92,6 +92,20 @@ def positive_int(text: str) -> int:
     return value
 
 
+def output_path(text: str) -> str:
+    """A file option's value (``--html FILE``) made absolute when it is parsed, before the
+    user's code runs: code that changes directory (``os.chdir``) does not move the file."""
+    return os.path.abspath(text)
+
+
+def json_text(data: object, indent: int = 2) -> str:
+    """``data`` as strict JSON, for everything the command prints or writes as JSON: NaN and
+    infinities as null (``Infinity`` is not JSON), NumPy scalars as Python's."""
+    from .report.program import json_ready
+
+    return json.dumps(json_ready(data), indent=indent, allow_nan=False)
+
+
 def candidate(text: str) -> str:
     """A candidate statement: refused when empty or only whitespace (it would time a no-op)."""
     if not text.strip():
@@ -137,8 +151,10 @@ def add_race_arguments(parser: argparse.ArgumentParser, *, statements: bool = Tr
                         help="set up and time each candidate in N fresh worker processes "
                              "(round-robin, repeats merged), as pyperf does")
     parser.add_argument("--json", action="store_true", help="print the result as JSON only")
-    parser.add_argument("--plot", metavar="FILE", help="write the main plot (.png or .svg)")
-    parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
+    parser.add_argument("--plot", metavar="FILE", type=output_path,
+                        help="write the main plot (.png or .svg)")
+    parser.add_argument("--html", metavar="FILE", type=output_path,
+                        help="write a self-contained HTML report")
 
 
 class _Progress:
@@ -205,7 +221,7 @@ def emit(result, args: argparse.Namespace) -> int:
         already, so nothing measured is lost).
     """
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2), flush=True)
+        print(json_text(result.to_dict()), flush=True)
     else:
         print(str(result), end="", flush=True)
     status = 0
@@ -271,9 +287,10 @@ def add_explain_arguments(parser: argparse.ArgumentParser, *, statement: bool = 
     parser.add_argument("--min-time", type=positive_float, default=0.1,
                         help="seconds per timing repeat of the statement (default 0.1)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON only")
-    parser.add_argument("--plot", metavar="FILE",
+    parser.add_argument("--plot", metavar="FILE", type=output_path,
                         help="write the operations' roofline chart (.png or .svg)")
-    parser.add_argument("--html", metavar="FILE", help="write a self-contained HTML report")
+    parser.add_argument("--html", metavar="FILE", type=output_path,
+                        help="write a self-contained HTML report")
 
 
 def run_explain(args: argparse.Namespace, statement, namespace: dict | None = None):
@@ -398,7 +415,7 @@ def _roofline(args: argparse.Namespace) -> int:
               file=sys.stderr, flush=True)
     roof = roofline(refresh=args.refresh)
     if args.json:
-        print(json.dumps(roof.to_dict(), indent=2))
+        print(json_text(roof.to_dict()))
         return 0
     m = roof.machine
     print(f"{m['cpu']}, {m['cores']} cores, {m['threads']} numba threads "
@@ -459,7 +476,7 @@ def _tune(args: argparse.Namespace) -> int:
           flush=True)
     tuned = tuning.tune()
     if args.json:
-        print(json.dumps(tuned.to_dict(), indent=2))
+        print(json_text(tuned.to_dict()))
         return 0
     ev = tuned.evidence
     never = tuned.parallel_min >= 1 << 62
@@ -487,7 +504,6 @@ def _run_program(args: argparse.Namespace) -> int:
     """``chokepoint run``: the program's exit status (1 when a report file could not be
     written after a program that succeeded, 2 for bad arguments)."""
     from .program import run_program
-    from .report.program import json_ready
 
     if args.module is not None and not args.module:
         print("chokepoint run: -m needs a module name", file=sys.stderr)
@@ -503,9 +519,8 @@ def _run_program(args: argparse.Namespace) -> int:
     if not args.module and not os.path.isfile(target):
         print(f"chokepoint run: no such file: {target}", file=sys.stderr)
         return 2
-    # the report files' paths as typed, whatever directory the program moves to
-    outputs = {what: os.path.abspath(path) for what in ("json", "html")
-               if (path := getattr(args, what))}
+    # absolute already (output_path), whatever directory the program moves to
+    outputs = {what: path for what in ("json", "html") if (path := getattr(args, what))}
     report = run_program(target, rest, module=bool(args.module), include=tuple(args.include),
                          budget_s=args.budget,
                          progress=lambda text: print(f"chokepoint: {text}", file=sys.stderr))
@@ -515,7 +530,7 @@ def _run_program(args: argparse.Namespace) -> int:
         try:
             with open(path, "w", encoding="utf-8") as f:
                 if what == "json":
-                    json.dump(json_ready(report.to_dict()), f, indent=1, allow_nan=False)
+                    f.write(json_text(report.to_dict(), indent=1))
                 else:
                     f.write(report.to_html())
         except (OSError, ValueError) as exc:
@@ -538,9 +553,11 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--quick", action="store_true", help="a 10x smaller X")
     demo.add_argument("--min-time", type=positive_float, default=0.2,
                       help="seconds per timing repeat (default 0.2)")
-    demo.add_argument("--plot", metavar="FILE", help="write the race plot (.png or .svg)")
-    demo.add_argument("--html", metavar="FILE", help="write the race's HTML report")
-    demo.add_argument("--explain-html", metavar="FILE",
+    demo.add_argument("--plot", metavar="FILE", type=output_path,
+                      help="write the race plot (.png or .svg)")
+    demo.add_argument("--html", metavar="FILE", type=output_path,
+                      help="write the race's HTML report")
+    demo.add_argument("--explain-html", metavar="FILE", type=output_path,
                       help="write the explanation's HTML report")
     demo.set_defaults(run=_demo)
     race_cmd = commands.add_parser("race", help="time candidate statements side by side")
@@ -567,8 +584,10 @@ def _parser() -> argparse.ArgumentParser:
     # -m takes the module and everything after it: the module's own options are its own
     run_cmd.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE",
                          help="run a module as `python -m MODULE [args ...]` does")
-    run_cmd.add_argument("--json", metavar="FILE", help="write the JSON report to FILE")
-    run_cmd.add_argument("--html", metavar="FILE", help="write the HTML report to FILE")
+    run_cmd.add_argument("--json", metavar="FILE", type=output_path,
+                         help="write the JSON report to FILE")
+    run_cmd.add_argument("--html", metavar="FILE", type=output_path,
+                         help="write the HTML report to FILE")
     run_cmd.add_argument("--budget", type=positive_float, default=30.0, metavar="SECONDS",
                          help="seconds of probing after the run, at most (default 30)")
     run_cmd.add_argument("--include", action="append", default=[], metavar="PATH",
