@@ -168,18 +168,16 @@ def test_a_lock_held_too_long_means_measuring_without_writing(cached_roof, monke
     assert not path.exists()  # its measurement is the one to cache
 
 
-def test_a_roofline_measured_on_a_busy_machine_is_said_and_not_cached(cached_roof,
-                                                                       monkeypatch):
+def test_a_roofline_measured_on_a_busy_machine_is_said(cached_roof, monkeypatch):
+    # said, and cached all the same: on a machine that stays busy (a shared CI runner) not
+    # caching it would cost every later process another measurement
     path = roofline_module.cache_path()
     path.unlink()
     assert hasattr(roofline_module, "watch")  # the load is watched while measuring
     _measured(monkeypatch, cached_roof, Load(seconds=10.0, cpus=2, own=2.0, others=1.8,
                                              steal=0.0))
-    with pytest.warns(RuntimeWarning, match="other processes used 1.8 of 2 cores.*not cached"):
+    with pytest.warns(RuntimeWarning, match="other processes used 1.8 of 2 cores.*cached: run"):
         assert roofline() == cached_roof
-    assert not path.exists()
-    with pytest.warns(RuntimeWarning, match="cached as asked"):
-        roofline(refresh=True)  # chokepoint roofline --refresh: the user asked for it
     assert path.exists()
 
 

@@ -13,7 +13,8 @@ The result is cached per machine (CPU model, core count, thread count) as JSON i
 cache directory, so race and explain pay for it once. ``chokepoint roofline --refresh`` measures
 again. One process measures at a time (a lock file beside the cache: two measuring at once each
 measured ceilings 2.4-4.5x too low); a measurement made while other processes kept the machine
-busy is said and not cached; a damaged cache file is measured again.
+busy is said (and cached: ``--refresh`` on an idle machine replaces it); a damaged cache file is
+measured again.
 """
 
 from __future__ import annotations
@@ -402,8 +403,8 @@ def _measured(path: Path, machine: dict, refresh: bool) -> Roofline:
     A process that finds another one measuring waits for it (up to :data:`LOCK_WAIT` s) and uses
     its result, unless ``refresh``; past the wait it uses what is cached, or measures without
     writing. A measurement in doubt (:func:`_doubt`: other processes kept the machine busy) is
-    not trusted silently: a RuntimeWarning says so, and it is not cached unless ``refresh``
-    asked for it.
+    not trusted silently: a RuntimeWarning says so (it is cached all the same; one with a
+    ceiling that is not a finite positive number is not).
     """
     with locked(path.with_suffix(".lock"), LOCK_WAIT) as held:
         # what another process measured while this one waited (the damage was said before)
@@ -412,12 +413,15 @@ def _measured(path: Path, machine: dict, refresh: bool) -> Roofline:
             return found
         roof, load = _watched()
         doubt = _doubt(roof, load)
+        # a busy machine's ceilings are cached all the same, said: on a machine that stays
+        # busy (a shared CI runner) not caching them cost every later process 10 s
+        damaged = _damage(roof.to_dict()) is not None
         if doubt is not None:
             warnings.warn(f"chokepoint: {doubt}, so this machine's roofline may be wrong (floors "
-                          f"too high); {'cached as asked' if refresh else 'not cached'}: run "
+                          f"too high); {'not cached' if damaged else 'cached'}: run "
                           "`chokepoint roofline --refresh` when the machine is idle",
                           RuntimeWarning, stacklevel=3)
-        if held and (refresh or doubt is None):
+        if held and not damaged:
             write_atomic(path, json.dumps(roof.to_dict(), indent=2))
     return roof
 
