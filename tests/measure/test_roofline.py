@@ -15,7 +15,9 @@ def test_measure_small_roofline_is_plausible():
     roof = measure_roofline(nbytes=8 * 2**20, min_time=0.005)
     for name in ("read_bw", "write_bw", "copy_bw", "triad_bw", "read_bw_1t"):
         assert 1e8 < getattr(roof, name) < 1e13, name
-    assert 1e8 < roof.flops < 1e14
+    # 5 ms repeats: a busy core's time slices took one down to 88 MFLOP/s (3 processes on 2
+    # cores); plausible means not zero, not broken, not a calibration off by 1000x
+    assert 1e7 < roof.flops < 1e14
     assert roof.machine["cores"] >= 1
     assert roof.floor_seconds(roof.bandwidth) == pytest.approx(1.0)
     assert roof.bandwidth == max(roof.read_bw, roof.read_bw_1t)
