@@ -74,3 +74,76 @@ def test_processes_must_be_a_positive_integer(roof):
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="processes"):
             race(["1"], roof=roof, processes=bad)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``, from /proc."""
+    import os
+
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+        except OSError:  # it ended meanwhile
+            continue
+        # "pid (name) state ppid ...": the name may hold spaces and parentheses
+        if int(stat.rpartition(")")[2].split()[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _poll(check, seconds: float):
+    """``check()``'s first true answer within ``seconds``, else None."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        answer = check()
+        if answer:
+            return answer
+        time.sleep(0.05)
+    return None
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self"), reason="needs /proc")
+def test_sigterm_kills_the_worker_removes_its_folder_and_exits_143(cached_roof, tmp_path):
+    # issue 32.11: SIGTERM orphaned the worker (still timing) and left the pickles of the
+    # user's variables in $TMPDIR
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "chokepoint", "race", "--processes", "1", "-s", "import time",
+         "time.sleep(120)", "--min-time", "0.001", "--repeats", "1"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = None
+    try:
+        assert _poll(lambda: list(tmp_path.glob("chokepoint-worker-*/task.pickle")), 60)
+        worker = _poll(lambda: _children(parent.pid), 60)
+        assert worker, "the worker process did not start"
+        (worker,) = worker
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(timeout=30) == 143
+        assert not list(tmp_path.glob("chokepoint-worker-*"))
+        assert _poll(lambda: not _alive(worker), 10), "the worker outlived it"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(timeout=10)
+        if worker is not None and _alive(worker):
+            os.kill(worker, signal.SIGKILL)

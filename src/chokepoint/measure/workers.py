@@ -14,16 +14,25 @@ never re-imports the caller's ``__main__``: races with processes work from scrip
 ``if __name__ == "__main__"`` guard, from IPython and from Jupyter (the pitfall of pyperf,
 its issue #145). The price is what has to cross: statements and setups as text; a callable
 candidate or setup, and the user's variables the code names, by pickle (modules by name).
+
+A worker never outlives the race: SIGTERM (``timeout``, batch schedulers) while a worker runs
+is raised as ``SystemExit(143)``, so the stack unwinds, the worker is killed and its folder
+(the task and result pickles, the user's variables) removed, and the process exits with 143
+(128 + SIGTERM) as it would have. Any other exception (Ctrl-C included) does the same.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import types
+from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = ["WorkerError", "run_in_worker", "sendable_namespace"]
@@ -85,10 +94,32 @@ def _environment() -> dict:
     return env
 
 
+@contextlib.contextmanager
+def _sigterm_as_exit() -> Iterator[None]:
+    """While the block runs, SIGTERM raises ``SystemExit(143)`` instead of ending the process
+    outright, so that what the block holds is released on the way out (the worker killed, its
+    folder removed). Only where SIGTERM has its default action and in the main thread (where
+    Python runs signal handlers); a handler of the user's is left alone."""
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def terminate(signum: int, frame) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def run_in_worker(task: dict, *, timeout: float | None = None) -> dict:
     """Run ``task`` (see :func:`_work`) in a fresh Python process and return its result.
 
-    What the worker prints goes to this process's stderr.
+    What the worker prints goes to this process's stderr. However this call ends (a
+    result, an exception, Ctrl-C, SIGTERM), the worker is gone and its folder removed.
 
     Raises
     ------
@@ -97,7 +128,8 @@ def run_in_worker(task: dict, *, timeout: float | None = None) -> dict:
     TypeError
         When the task cannot be pickled.
     """
-    with tempfile.TemporaryDirectory(prefix="chokepoint-worker-") as folder:
+    # subprocess.run kills the worker on any exception, before the folder is removed
+    with _sigterm_as_exit(), tempfile.TemporaryDirectory(prefix="chokepoint-worker-") as folder:
         inbox, outbox = Path(folder) / "task.pickle", Path(folder) / "result.pickle"
         try:
             inbox.write_bytes(pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL))
