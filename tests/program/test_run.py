@@ -238,3 +238,18 @@ def test_profile_never_changes_the_users_objects_through_a_replay(roof, monkeypa
     rng2.standard_normal(200_000)
     assert rng.bit_generator.state == rng2.bit_generator.state != state
     assert (x[101:] == 0).all() and x[100] == 100.0
+
+
+def test_the_programs_control_characters_are_shown_escaped(tmp_path, roof):
+    # an ESC sequence in the program's code or error must not reach the terminal (issue 32.16)
+    path = _program(tmp_path, """\
+        import numpy as np
+        x = np.ones(100_000) * 2  # \x1b]0;title\x07 \u202e
+        raise ValueError("\x1b[2J cleared")
+        """)
+    report = run_program(path, roof=roof, budget_s=2)
+    text = report.text()
+    assert "\x1b" not in text and "\u202e" not in text
+    assert "\\x1b[2J cleared" in text
+    html = report.to_html()
+    assert "\x1b" not in html and "\u202e" not in html

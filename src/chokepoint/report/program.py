@@ -11,6 +11,7 @@ import textwrap
 from ..measure.timer import format_seconds
 from .html import figure_html, page
 from .text import terminal_width
+from .words import visible
 
 __all__ = ["cause_evidence", "cause_suggestion", "json_ready", "program_html", "program_text"]
 
@@ -108,7 +109,7 @@ def _rate(line: dict) -> str:
 
 
 def _cell(text: str, width: int) -> str:
-    text = "".join(ch if ch.isprintable() else "?" for ch in text)
+    text = visible(text).replace("\n", " ").replace("\t", " ")
     return text if len(text) <= width else text[:max(0, width - 3)] + "..."
 
 
@@ -194,7 +195,7 @@ def program_text(r, width: int | None = None) -> str:
         out.append(f"note: {note}")
     if r.error:
         out += ["", "the program raised:", r.error.rstrip()]
-    return "\n".join(out)
+    return visible("\n".join(out))  # the program's code and errors, escaped
 
 
 # -- JSON -----------------------------------------------------------------------------------------
@@ -223,8 +224,7 @@ def json_ready(value):
 
 
 def _e(value) -> str:
-    text = "".join(ch if ch.isprintable() or ch in "\n\t" else "\ufffd" for ch in str(value))
-    return html.escape(text, quote=True)
+    return html.escape(visible(value), quote=True)
 
 
 def _source_blocks(r) -> str:
