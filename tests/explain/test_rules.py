@@ -302,3 +302,13 @@ def test_a_split_that_gained_nothing_on_a_busy_machine_says_so(roof):
     quiet = [op("np.arctan2(X, Y)", 10, [probe("threads", 10, 9.9)])]
     _, ruled, *_ = derive_findings(quiet, model(), 10 * MS, roof, rewrite=None, peak_extra=None)
     assert all("other processes" not in r.evidence for r in ruled)
+
+
+def test_a_probe_of_the_first_rows_reads_in_the_whole_operations_units():
+    from chokepoint.explain.api import _scaled
+
+    out = _scaled(probe("out", 10, 4), share=0.25)
+    assert out.base.median == 40 * MS and out.changed.median == 16 * MS  # ratio kept
+    assert "first 25% of rows, times scaled" in out.detail
+    cache = _scaled(probe("cache", 1.0, 0.2), share=0.25)  # per element already
+    assert cache.base.median == 1.0 * MS and "first 25% of rows" in cache.detail

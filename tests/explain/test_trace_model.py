@@ -224,3 +224,19 @@ def test_indexing_one_element_or_a_row_reads_what_it_selects_not_the_whole_array
     assert model.bytes_inputs <= 8 + 8000  # one element and one row, not 8 MB
     scalar = next(op for op in tr.ops if op.name == "getitem" and not op.is_view)
     assert scalar.in_bytes == 8
+
+
+def test_a_large_elementwise_operation_is_probed_on_its_first_rows():
+    from chokepoint.explain.probes import subset
+
+    X = np.random.default_rng(0).standard_normal((1000, 50))
+    Y = np.ones((1000, 50))
+    add, = _trace("np.multiply(X, Y) + 1.0", X=X, Y=Y).ops[:1]
+    part, share = subset(add, limit=X.nbytes // 10)
+    assert share == pytest.approx(0.1) and part.result_array.shape == (100, 50)
+    assert part.args[0].base is X and part.args[1].base is Y
+    assert part.in_bytes == round(add.in_bytes * 0.1) and part.seconds == add.seconds * 0.1
+    assert np.array_equal(part.func(*part.args, **part.kwargs), part.result_array)
+    assert subset(add, limit=X.nbytes) == (add, 1.0)  # not twice the limit: whole
+    total, = _trace("X.sum()", X=X).ops
+    assert subset(total, limit=100) == (total, 1.0)  # not elementwise: whole

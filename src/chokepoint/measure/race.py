@@ -528,6 +528,10 @@ def _array_agreement(result, reference, *, rtol: float | None, atol: float | Non
     dtypes = {"dtype": str(a.dtype), "expected": str(b.dtype)} if a.dtype != b.dtype else None
     tol = None
     try:
+        # equal without NaN: one comparison, NumPy casting inside its loop. The promoted
+        # copies and the NaN masks below cost 0.6 s on 30M elements (explain's rewrite check)
+        if a.dtype != object and b.dtype != object and np.array_equal(a, b):
+            return True, None, dtypes, None
         common = np.result_type(a, b)
         a2, b2 = a.astype(common, copy=False), b.astype(common, copy=False)
         given = rtol is not None or atol is not None
