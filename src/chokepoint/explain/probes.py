@@ -45,7 +45,7 @@ def skipped(what: str) -> None:
 class ProbeSettings:
     """How long probes time things."""
 
-    min_time: float = 0.03
+    min_time: float = 0.015
     repeats: int = 5
     cache_bytes: int = 256 * 2**10  # a working set that stays in L2
     sorted_max: int = 4_000_000  # elements; sorting more costs seconds
