@@ -64,9 +64,9 @@ def main(argv=None) -> int:
             for label, src in (("before", args.before), ("after", args.after)):
                 times[label].append(_run(src, workload, cell))
         b, a = (statistics.median(times[k]) for k in ("before", "after"))
-        print(f"{name}: before {b:.2f} s {['%.2f' % t for t in times['before']]}, "
-              f"after {a:.2f} s {['%.2f' % t for t in times['after']]}: {b / a:.2f}x",
-              flush=True)
+        runs = {k: ", ".join(f"{t:.2f}" for t in v) for k, v in times.items()}
+        print(f"{name}: before {b:.2f} s ({runs['before']}), after {a:.2f} s "
+              f"({runs['after']}): {b / a:.2f}x", flush=True)
     return 0
 
 
