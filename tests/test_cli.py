@@ -244,3 +244,21 @@ def test_run_passes_the_programs_own_options_to_it():
     args = _parser().parse_args(["run", "prog.py", "--anything", "--json", "x", "-m", "y"])
     assert args.program == ["prog.py", "--anything", "--json", "x", "-m", "y"]
     assert args.json is None and args.module is None
+
+
+def test_the_demo_says_when_its_ranking_is_not_to_be_trusted(monkeypatch, capsys):
+    # issue 34.5: on a busy machine the demo ranked relu_grad behind (X >= 0).view('i1')
+    from chokepoint import cli
+    from chokepoint.measure.load import Load
+    from chokepoint.measure.race import CandidateResult, RaceResult
+
+    def race_on_a_busy_machine(args, statements, **kw):
+        failed = [CandidateResult(statement=s, error="E: not run here") for s in statements]
+        return RaceResult(reference=statements[0], candidates=failed, machine={},
+                          load=Load(seconds=5.0, cpus=2, own=1.0, others=1.0, steal=0.0))
+
+    monkeypatch.setattr(cli, "run_race", race_on_a_busy_machine)
+    monkeypatch.setattr(cli, "emit", lambda result, args: 0)
+    main(["demo", "--quick"])
+    said = capsys.readouterr().out
+    assert "This ranking is not to be trusted" in said and "1.0 of the machine's 2" in said
