@@ -1,5 +1,6 @@
-"""Damaged, shared and half-written caches (issue 32, items 4, 5, 6, 10): the tuning and the
-roofline in a temporary cache directory (XDG_CACHE_HOME), never the user's."""
+"""Damaged, shared and half-written caches (issue 32, items 4, 5, 6, 7, 10): the tuning, the
+roofline and the C extension in a temporary cache directory (XDG_CACHE_HOME), never the
+user's."""
 
 import contextlib
 import errno
@@ -7,6 +8,8 @@ import fcntl
 import importlib
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -210,4 +213,50 @@ def test_a_killed_build_is_cleaned_up_by_the_next_process(tmp_path, monkeypatch)
     monkeypatch.setattr(native, "_compile", no_compiler)
     with pytest.raises(OSError, match="no C compiler"):
         native._built()
-    assert sorted(p.name for p in folder.iterdir()) == ["build-live"]  # a build under way
+    left = sorted(p.name for p in folder.iterdir() if p.name != "build.lock")
+    assert left == ["build-live"]  # a build under way
+
+
+# the C extension (item 7)
+
+
+def _native_status(env: dict) -> subprocess.CompletedProcess:
+    """A new process's ``native.status()``, with the cache directory of ``env``."""
+    code = "from chokepoint.kernels import native; print(native.status())"
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_a_truncated_c_extension_is_built_again(tmp_path):
+    if native.disabled():
+        pytest.skip("CHOKEPOINT_NATIVE=0")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    first = _native_status(env)
+    if not first.stdout.startswith("on"):
+        pytest.skip(f"no C path here: {first.stdout}{first.stderr}")
+    [library] = (tmp_path / "cache" / "chokepoint" / "native").glob("_native-*.so")
+    library.write_bytes(library.read_bytes()[:20000])  # head -c 20000: SIGBUS on loading it
+    again = _native_status(env)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout.startswith("on"), again.stdout + again.stderr
+    assert native.intact(library) and library.stat().st_size > 20000
+
+
+def test_a_damaged_c_extension_that_cannot_be_built_is_never_loaded(tmp_path, monkeypatch):
+    library = tmp_path / "native" / "_native-test.so"
+    library.parent.mkdir()
+    library.write_bytes(b"\x7fELF" + b"\0" * 100)
+    (tmp_path / "native" / "_native-test.so.sha256").write_text("20000 0123")
+    monkeypatch.setattr(native, "_cache_path", lambda: library)
+
+    def read_only(target):
+        raise OSError("Read-only file system (test)")
+
+    def never(path):
+        raise AssertionError(f"{path} was loaded")
+
+    monkeypatch.setattr(native, "_compile", read_only)
+    monkeypatch.setattr(native, "_import", never)
+    with pytest.warns(RuntimeWarning, match="C extension .* damaged .* Python path"):
+        with pytest.raises(OSError, match="Read-only"):
+            native._built()  # load() says why in status(), and every call takes Python

@@ -17,8 +17,11 @@ first mid-size call.
 
 The extension is built with the C compiler Python was built with (``sysconfig``), against the
 NumPy in use, into the user cache directory, once per source, Python and NumPy version (about
-a second). Without a compiler (or with ``CHOKEPOINT_NATIVE=0``) everything runs as before, with
-the Python overhead; :func:`status` says which, and ``chokepoint info`` shows it.
+a second). Each build records the library's size and SHA-256 beside it (``.sha256``); a library
+that does not match (truncated, damaged, or from a build that did not finish) is never loaded:
+it is built again, or, where it cannot be, the Python path runs, with a warning. Without a
+compiler (or with ``CHOKEPOINT_NATIVE=0``) everything runs as before, with the Python overhead;
+:func:`status` says which, and ``chokepoint info`` shows it.
 """
 
 from __future__ import annotations
@@ -41,8 +44,10 @@ from types import ModuleType
 
 import numpy as np
 
+from ..cachefile import locked, write_atomic
+
 __all__ = ["MAP1", "MAP2", "MASK_BACKWARD", "MASK_FORWARD", "STALE_BUILD_SECONDS", "STEP_TIMEOUT",
-           "Lane", "disabled", "load", "status"]
+           "Lane", "disabled", "fingerprint", "intact", "load", "status"]
 
 #: a Native's kinds: its arguments (see _native.c)
 MAP1, MAP2, MASK_FORWARD, MASK_BACKWARD = 0, 1, 2, 3
@@ -100,7 +105,75 @@ def _compile(target: Path) -> None:
         subprocess.run([*shlex.split(cc), *cflags, *shlex.split(ccshared), "-O2", "-c",
                         *includes, str(SOURCE), "-o", str(obj)], **run)
         subprocess.run([*shlex.split(ldshared), str(obj), "-o", str(lib)], **run)
+        recorded = fingerprint(lib)
         os.replace(lib, target)
+    write_atomic(_record_path(target), recorded)
+
+
+def _record_path(library: Path) -> Path:
+    """Where the size and hash of the built ``library`` are recorded: beside it."""
+    return library.with_name(library.name + ".sha256")
+
+
+def fingerprint(library: Path) -> str:
+    """The size and SHA-256 of ``library``, as recorded after its build.
+
+    Parameters
+    ----------
+    library : Path
+        A file.
+
+    Returns
+    -------
+    str
+        ``"<size> <sha256 hex>"``.
+    """
+    data = library.read_bytes()
+    return f"{len(data)} {hashlib.sha256(data).hexdigest()}"
+
+
+def intact(library: Path) -> bool:
+    """Whether ``library`` is the file its build recorded, byte for byte.
+
+    A truncated extension passes ``dlopen`` and then kills the process with SIGBUS when a page
+    past its end is touched, so a library is loaded only when its record matches.
+
+    Parameters
+    ----------
+    library : Path
+        The built extension.
+
+    Returns
+    -------
+    bool
+        False where it, or its record, is missing, unreadable or different.
+    """
+    try:
+        return _record_path(library).read_text() == fingerprint(library)
+    except OSError:
+        return False
+
+
+def _ensure_built(library: Path) -> None:
+    """Build ``library`` unless an intact one is there; one process builds at a time.
+
+    Raises what :func:`_compile` raises, after a warning where a damaged library stays.
+    """
+    if intact(library):
+        return
+    # two builds at once could leave one's library beside the other's record
+    with locked(library.parent / "build.lock", wait=STALE_BUILD_SECONDS):
+        if intact(library):  # built by the process that held the lock
+            return
+        damaged = library.exists()
+        try:
+            _compile(library)
+        except Exception as exc:
+            if damaged:
+                warnings.warn(f"chokepoint: the cached C extension {library} is damaged and "
+                              f"could not be built again ({type(exc).__name__}: {exc}); every "
+                              "call takes the Python path", RuntimeWarning, stacklevel=4)
+            raise
 
 
 def _remove_stale_builds(folder: Path) -> None:
@@ -162,8 +235,7 @@ def load() -> ModuleType | None:
 def _built() -> ModuleType:
     path = _cache_path()
     _remove_stale_builds(path.parent)
-    if not path.exists():
-        _compile(path)
+    _ensure_built(path)
     module = _import(path)
     from . import adaptive, backend, engine_numba
     from .mask import PackedMask
