@@ -262,3 +262,18 @@ def test_the_demo_says_when_its_ranking_is_not_to_be_trusted(monkeypatch, capsys
     main(["demo", "--quick"])
     said = capsys.readouterr().out
     assert "This ranking is not to be trusted" in said and "1.0 of the machine's 2" in said
+
+
+def test_code_that_fails_on_its_second_run_is_a_message_not_a_traceback(cached_roof, capsys,
+                                                                          tmp_path):
+    # works once, then fails: a raw traceback through chokepoint before
+    assert main(["explain", "-s", "L = [np.ones(3)]", "L.pop() * 2", "--min-time",
+                 "0.01"]) == 1
+    assert "the statement raised IndexError on its 2nd run" in capsys.readouterr().err
+    data = tmp_path / "in.txt"
+    data.write_text("x")
+    program = tmp_path / "deletes.py"
+    program.write_text(f"import os\nimport numpy as np\ntext = open({str(data)!r}).read()\n"
+                       f"os.remove({str(data)!r})\nX = np.ones(10) * len(text)\n")
+    assert main(["explain", "-f", str(program), "--min-time", "0.01"]) == 1
+    assert "raised FileNotFoundError on its 2nd run" in capsys.readouterr().err

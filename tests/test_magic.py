@@ -157,3 +157,19 @@ def test_race_with_processes_from_a_real_ipython_process(cached_roof, tmp_path):
     assert data["mode"] == "processes"
     assert [c["agrees"] for c in data["candidates"]] == [None, True]
     assert data["candidates"][1]["ratio"] < 1
+
+
+def test_magics_leave_the_globals_of_the_users_functions_as_they_were(ip, cached_roof):
+    # the user's functions keep the user's namespace as their globals: every run of bump()
+    # added 1 to A (2605 runs left A[0] == 2605.0), count() appended to the user's list
+    ip.run_cell("import numpy as np\nA = np.ones(10_000)\n"
+                "def bump():\n    A[:] += 1\n    return A.sum()\n"
+                "CALLS = []\n"
+                "def count():\n    CALLS.append(1)\n    return len(CALLS)\n")
+    with pytest.warns(RuntimeWarning, match="bump\\(\\)'s global A"):
+        e = ip.run_line_magic("explain", "--min-time 0.01 bump()")
+    assert any("put back" in w for w in e.warnings)
+    assert np.array_equal(ip.user_ns["A"], np.ones(10_000))
+    result = ip.run_line_magic("race", '"count()" "len(CALLS)" --min-time 0.001 --repeats 3')
+    assert ip.user_ns["CALLS"] == []
+    assert "count()'s global CALLS" in result.candidates[0].note

@@ -165,6 +165,32 @@ def test_mutation_warns_and_user_arrays_untouched(roof):
     assert any("mutates" in w for w in e.warnings)
 
 
+def test_the_globals_of_the_users_functions_are_put_back(roof):
+    # the user's functions keep the user's namespace as their globals: %explain bump() left
+    # A[0] == 2605.0, accumulate G at 21080, f 105004 entries (Traced among them) in SEEN
+    user = {"np": np}
+    exec("A = np.ones(1000)\nG = np.zeros(1000)\nSEEN = []\n"
+         "def bump():\n    A[:] += 1\n    return A.sum()\n"
+         "def accumulate(X):\n    np.add(G, X, out=G)\n"
+         "def f(X):\n    SEEN.append(X)\n    return X * 2\n", user)
+    user["X"] = np.ones(1000)
+    for statement, changed in [("bump()", "bump()'s global A"),
+                               ("accumulate(X)", "accumulate()'s global G"),
+                               ("f(X)", "f()'s global SEEN")]:
+        with pytest.warns(RuntimeWarning, match=changed.replace("(", r"\(").replace(")", r"\)")):
+            e = explain(statement, namespace=user, roof=roof, min_time=0.001)
+        assert any(changed in w and "put back" in w for w in e.warnings)
+    assert np.array_equal(user["A"], np.ones(1000)) and not user["G"].any()
+    assert user["SEEN"] == []
+
+
+def test_code_that_fails_on_its_second_run_says_so(roof):
+    user = {"L": [np.ones(3)]}
+    with pytest.raises(ExplainError, match="the statement raised IndexError on its 2nd run"):
+        explain("L.pop() * 2", namespace=user, roof=roof, min_time=0.001)
+    assert len(user["L"]) == 1
+
+
 def test_errors_are_clear(roof):
     with pytest.raises(ExplainError, match="ZeroDivisionError"):
         explain("1 / 0", roof=roof)

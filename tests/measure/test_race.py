@@ -126,6 +126,37 @@ def test_user_namespace_is_never_mutated(roof):
     assert np.array_equal(user["A"], np.arange(5.0))
 
 
+def _user_functions() -> dict:
+    """A user's namespace whose functions change its globals (as in IPython)."""
+    user = {"np": np}
+    exec("CALLS = []\n"
+         "G = np.zeros(100)\n"
+         "def count():\n    CALLS.append(1)\n    return len(CALLS)\n"
+         "def accumulate(X):\n    np.add(G, X, out=G)\n    return G.sum()\n", user)
+    return user
+
+
+def test_the_globals_of_the_users_functions_are_put_back(roof):
+    # %race count() appended 6181 times to the user's list; accumulate left G at 21080
+    user = _user_functions()
+    r = race(["count()", "accumulate(np.ones(100))"], namespace=user, roof=roof, **FAST)
+    assert user["CALLS"] == [] and not user["G"].any()
+    counted, summed = r.candidates
+    assert counted.changes_globals == ["count()'s global CALLS"]
+    assert summed.changes_globals == ["accumulate()'s global G"]
+    assert "count()'s global CALLS): put back before every later run" in counted.note
+    # timed on the state as it was: every call appends to an empty list, adds to zeros
+    assert counted.error is None and summed.error is None
+
+
+def test_a_candidate_that_fails_on_its_second_run_says_so(roof):
+    user = {"L": [np.ones(3)]}
+    r = race(["L.pop() * 2", "np.ones(3) * 2"], namespace=user, roof=roof, **FAST)
+    assert r.candidates[0].error == "raised IndexError on its 2nd run: pop from empty list"
+    assert r.candidates[1].error is None
+    assert len(user["L"]) == 1
+
+
 def test_non_deterministic_setup_is_not_compared(roof):
     r = race(["X + 0", "X * 1"], "X = np.random.default_rng().standard_normal(5)",
              roof=roof, **FAST)
@@ -281,7 +312,8 @@ def test_a_candidate_failing_while_timed_fails_alone(roof):
     r = race(["X + 1", fails_later, "X + 2"], "X = np.ones(3)", roof=roof, **FAST)
     assert r.interrupted is None
     ok, failed, other = r.candidates
-    assert failed.error.startswith("ValueError: only twice") and failed.median_s is None
+    assert failed.error == "raised ValueError on its 3rd run: only twice"
+    assert failed.median_s is None
     assert ok.runs == other.runs == 3 and ok.median_s > 0 and other.agrees is False
 
 
@@ -301,6 +333,8 @@ def test_json_schema_of_design(roof):
         "writes", "mutates", "copies", "cache_hot", "bytes", "cache_bytes", "mismatch",
         "dtype_differs", "not_compared", "differing_inputs", "interrupted", "runs_planned",
         "workers", "workers_planned", "stale_roof",
+        # globals of the user's functions it changed, put back (issue 32, item 1)
+        "changes_globals",
         # the tolerance floats were compared with (issue 34, item 3)
         "tolerance"}
     ref, other = data["candidates"]

@@ -24,7 +24,9 @@ import numpy as np
 from ..kernels.adaptive import settle
 from ..measure.roofline import Roofline, roofline
 from ..measure.statements import Statement, arrays_in, mutated, run_setup
-from ..measure.timer import Measurement, measure, measure_interleaved
+from ..measure.timer import Measurement, measure_counted, measure_interleaved
+from ..measure.userstate import Restored, UserState, user_state
+from ..report.words import changes_globals, later_run
 from .findings import Finding, OpEvidence, RuledOut, derive_findings
 from .lines import line_rewrites
 from .model import Model, build_model
@@ -561,19 +563,48 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
     _remember_source(stmt)
     roof = roofline() if roof is None else roof
     settings = probe_settings or ProbeSettings()
-    warned: list[str] = []
 
     # setup runs once; its arrays stay pristine, every run gets its own copies of them
     try:
         base = run_setup(setup, None, namespace, [stmt.source])
     except SystemExit as exc:
         raise ExplainError(f"the setup raised SystemExit: {exc}") from exc
+    try:
+        state = user_state(base[name] for name in stmt.names if name in base)
+    except MemoryError as exc:
+        raise ExplainError("explain cannot keep a copy of the globals your functions use "
+                           "(MemoryError), to put them back after each run") from exc
+    try:
+        return _explained(stmt, setup, base, state, roof, settings, min_time)
+    finally:
+        state.restore(everything=True)  # whatever a run, a probe or a rewrite changed
+
+
+@contextlib.contextmanager
+def _later_run(done: int) -> Iterator[None]:
+    """What the statement raises after ``done`` runs that worked, as an ExplainError saying on
+    which run (``calls`` of :func:`~chokepoint.measure.timer.measure`'s error, else the next
+    one): ``L.pop()``, ``input()``, a program deleting its input file."""
+    try:
+        yield
+    except (Exception, SystemExit) as exc:
+        run = done + getattr(exc, "calls", 1)
+        raise ExplainError(f"the statement {later_run(exc, run)}") from exc
+
+
+def _explained(stmt: Statement, setup: str, base: dict, state: UserState, roof: Roofline,
+               settings: ProbeSettings, min_time: float) -> Explanation:
+    """:func:`explain` after the setup: every run of the statement, its probes and report.
+    ``state`` is what the user's functions can change; put back before every later run when
+    the first changed it."""
+    warned: list[str] = []
     pristine = _statement_inputs(stmt, base)
 
     def fresh() -> dict:
         return {**base, **{k: v.copy() for k, v in pristine.items()}}
 
-    # 1. run it once: does it work, does it mutate its inputs?
+    # 1. run it once: does it work, does it mutate its inputs, or globals of the user's
+    # functions (said now, before it runs again)?
     ns = fresh()
     try:
         fn = stmt.function(ns)
@@ -587,17 +618,29 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
     if changed:
         warned.append(f"the statement mutates its inputs ({', '.join(changed)}): repeated runs "
                       "see changed data")
+    moved = state.changed()
+    said = f"the statement {changes_globals(moved)}" if moved else None
+    if said:
+        warned.append(said)
+        warnings.warn(said, RuntimeWarning, stacklevel=3)
+        state.restore()
 
     # 2. time it, and its peak memory (on fresh copies only when it mutates its inputs)
-    timing = measure(fn, min_time=min_time, repeats=5 if min_time * 5 < 2 else 3,
-                     warmup=False)
+    with _later_run(1):
+        timing, done = measure_counted(Restored(fn, state.restore) if moved else fn,
+                                       min_time=min_time,
+                                       repeats=5 if min_time * 5 < 2 else 3, warmup=False)
     ns = fresh() if changed else ns
-    peak_extra = _peak_extra(stmt.function(ns))
+    state.restore()
+    with _later_run(1 + done):
+        peak_extra = _peak_extra(stmt.function(ns))
 
     # 3. trace it, and model its bytes
     ns = fresh() if changed else ns
+    state.restore()
     inputs = _statement_inputs(stmt, ns)
-    tr = trace(stmt, ns, list(inputs))
+    with _later_run(2 + done):
+        tr = trace(stmt, ns, list(inputs))
     model = build_model(tr, inputs)
 
     # 4. probe each operation; 5. a rewrite with the same values, measured. What runs out of
@@ -631,11 +674,12 @@ def explain(statement: str | Statement, setup: str = "", *, namespace: dict | No
     for row, cause in zip((r for r in rows if r["time_s"] > 0), causes, strict=True):
         row["cause"] = cause
     machine = roof.summary()
-    runs = 3 + timing.runs * timing.loops  # checked, timed, under tracemalloc, traced
+    runs = 3 + done  # checked, timed, under tracemalloc, traced
     warned.append(f"explain ran the statement at least {runs} times, and each operation again "
                   "under each probe (on copies of the inputs)")
     for w in warned[:-1]:
-        warnings.warn(w, RuntimeWarning, stacklevel=2)
+        if w != said:
+            warnings.warn(w, RuntimeWarning, stacklevel=3)
     floor = floor_of(tr, model, roof)
     return Explanation(statement=stmt.source, setup=setup, median_s=timing.median,
                        iqr_s=timing.iqr, floor_s=max(floor["memory_s"], floor["compute_s"]),

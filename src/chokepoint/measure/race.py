@@ -64,6 +64,7 @@ from .statements import (
 )
 from .stats import NOISY_IQR, bootstrap_ratio, repeats_needed
 from .timer import Measurement, measure_interleaved
+from .userstate import Restored, UserState, user_state
 
 __all__ = ["ULPS", "Candidate", "CandidateResult", "RaceResult", "agreement", "compare_values",
            "default_ulps", "last_level_cache_bytes", "race"]
@@ -165,6 +166,10 @@ class CandidateResult:
         The inputs it changes (not those in ``writes``). They are put back as setup made them
         before every timed call, outside the timed region, so that every call sees the same
         data (not rotated; ``cache_hot`` when they fit in the cache).
+    changes_globals : list of str
+        Globals of the user's functions that its first run changed (``"count()'s global L"``),
+        found by :func:`~chokepoint.measure.userstate.user_state`: put back before every timed
+        call, untimed, and when the race is done, so that the user's data is left as it was.
     copies : int or None
         The copies of its inputs the timed loop rotated among (``rotate=True``); None when
         not rotated.
@@ -237,6 +242,7 @@ class CandidateResult:
     error: str | None = None
     writes: list[str] = field(default_factory=list)
     mutates: list[str] = field(default_factory=list)
+    changes_globals: list[str] = field(default_factory=list)
     copies: int | None = None
     cache_hot: bool = False
     bytes: int | None = None
@@ -571,18 +577,37 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _prepare(candidate: Candidate, setup, n, base, *, rotate,
-             cache_bytes) -> tuple[CandidateResult, object, Callable[[], object]]:
+def _timed_error(exc: BaseException, *, attributed: bool) -> str:
+    """A candidate's error while timed: on which of its runs, where the timer counted them
+    (its first run, in :func:`_prepare`, worked: ``L.pop()``, ``input()``)."""
+    from ..report.words import later_run
+
+    if attributed and hasattr(exc, "calls"):
+        return later_run(exc, 1 + exc.calls)
+    return f"{_error(exc)} (while timed)"
+
+
+def _prepare(candidate: Candidate, setup, n, base, *, rotate, cache_bytes,
+             states: list[UserState] | None = None,
+             ) -> tuple[CandidateResult, object, Callable[[], object]]:
     """Set the candidate up, run it once (its value, and the warm-up call) and record what it
-    does to its inputs; returns its result so far, its value and the callable to time."""
+    does to its inputs and to the globals of the user's functions it calls (their state is
+    appended to ``states`` before it runs: the caller puts it back when the race is done);
+    returns its result so far, its value and the callable to time."""
     result = CandidateResult(candidate.label)
     code = [candidate.statement] if candidate.statement else []
     namespace = run_setup(setup, n, base, code)
-    inputs = arrays_in(namespace, _names_used(candidate, namespace))
+    used = _names_used(candidate, namespace)
+    inputs = arrays_in(namespace, used)
     result.inputs = _fingerprint(inputs)
     pristine = {k: v.copy() for k, v in inputs.items()}
     fn = _compile(candidate, namespace)
+    state = user_state([candidate.function, *(namespace[k] for k in used if k in namespace)])
+    if states is not None:
+        states.append(state)
     value = fn()  # the value checked for agreement, and the warm-up call
+    result.changes_globals = state.changed()
+    state.restore()
     outputs = _arrays_of(value)
     # an array the result lives in (an out= buffer) is the output, not an input
     written = {k for k, a in inputs.items()
@@ -598,11 +623,15 @@ def _prepare(candidate: Candidate, setup, n, base, *, rotate,
     result.cache_bytes = cache_bytes
     working_set = result.bytes
     timed = fn
-    if result.mutates:
-        # timed on its inputs as setup made them, put back before every call (untimed): its
-        # first call may leave later ones nothing to do (B[B < 0] = 0 finds no negatives left)
-        timed = _Restoring(fn, namespace, {k: inputs[k] for k in result.mutates},
-                           {k: pristine[k] for k in result.mutates})
+    if result.mutates or result.changes_globals:
+        # timed on its inputs (and the globals it changes) as they were, put back before every
+        # call (untimed): its first call may leave later ones nothing to do (B[B < 0] = 0
+        # finds no negatives left), or a list of the user's growing
+        restores = [state.restore]
+        if result.mutates:
+            restores.append(_inputs_restore(namespace, {k: inputs[k] for k in result.mutates},
+                                            {k: pristine[k] for k in result.mutates}))
+        timed = Restored(fn, *restores)
         result.cache_hot = working_set < cache_bytes
     elif working_set < cache_bytes:
         copies = min(_MAX_COPIES, math.ceil(2 * cache_bytes / max(working_set, 1)))
@@ -644,23 +673,18 @@ def _left(namespace: dict, names: list[str]):
     return next(iter(left.values())) if len(left) == 1 else left
 
 
-class _Restoring:
-    """The timed callable of a candidate that changes its inputs: ``restore()`` (called before
-    each call, outside the timed region: :func:`~chokepoint.measure.timer.measure`) puts each
-    changed name back to its array as setup made it, values included."""
-
-    def __init__(self, fn: Callable[[], object], namespace: dict,
-                 arrays: dict[str, np.ndarray], pristine: dict[str, np.ndarray]):
-        self.fn, self.namespace, self.arrays, self.pristine = fn, namespace, arrays, pristine
-
-    def restore(self) -> None:
-        for name, a in self.arrays.items():
-            self.namespace[name] = a  # a statement may have rebound the name
+def _inputs_restore(namespace: dict, arrays: dict[str, np.ndarray],
+                    pristine: dict[str, np.ndarray]) -> Callable[[], None]:
+    """What puts a candidate's changed inputs back (called before each call, outside the timed
+    region: :func:`~chokepoint.measure.timer.measure`): each changed name to its array as
+    setup made it, values included."""
+    def restore() -> None:
+        for name, a in arrays.items():
+            namespace[name] = a  # a statement may have rebound the name
             if a.flags.writeable:
-                np.copyto(a, self.pristine[name])
+                np.copyto(a, pristine[name])
 
-    def __call__(self):
-        return self.fn()
+    return restore
 
 
 class _Rotation:
@@ -732,7 +756,7 @@ def _time_interleaved(results: list[CandidateResult], fns: list, *, min_time,
             else:
                 failed_all = [alive[failed]]
             for i in failed_all:
-                results[i].error = f"{_error(exc)} (while timed)"
+                results[i].error = _timed_error(exc, attributed=failed is not None)
                 results[i].cache_hot = False
             alive = [i for i in alive if i not in failed_all]
             continue
@@ -917,7 +941,21 @@ def _sizes(specs, setup, size_list, namespace, sweeps, *, processes, rotate, cac
 def _size_in_process(specs, setup, n, namespace, *, rotate, cache_bytes, min_time, repeats,
                      progress):
     """Every candidate set up here, then timed round-robin; returns the results, the values
-    and why the race was interrupted (or None)."""
+    and why the race was interrupted (or None). The globals of the user's functions that the
+    candidates called are put back as they were when done."""
+    states: list[UserState] = []
+    try:
+        return _set_up_and_timed(specs, setup, n, namespace, rotate=rotate,
+                                 cache_bytes=cache_bytes, min_time=min_time, repeats=repeats,
+                                 progress=progress, states=states)
+    finally:
+        for state in reversed(states):
+            state.restore(everything=True)
+
+
+def _set_up_and_timed(specs, setup, n, namespace, *, rotate, cache_bytes, min_time, repeats,
+                      progress, states: list[UserState]):
+    """:func:`_size_in_process`, each candidate's user state appended to ``states``."""
     results: list[CandidateResult] = []
     values: list = []
     fns: list = []
@@ -927,7 +965,7 @@ def _size_in_process(specs, setup, n, namespace, *, rotate, cache_bytes, min_tim
             progress(candidate.label if n is None else f"{candidate.label}  (n={n})")
         try:
             res, value, timed = _prepare(candidate, setup, n, namespace, rotate=rotate,
-                                         cache_bytes=cache_bytes)
+                                         cache_bytes=cache_bytes, states=states)
         except KeyboardInterrupt:
             interrupted = "interrupted (Ctrl-C)"
             break

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-__all__ = ["Measurement", "format_seconds", "measure", "measure_interleaved"]
+__all__ = ["Measurement", "format_seconds", "measure", "measure_counted", "measure_interleaved"]
 
 
 @dataclass(frozen=True)
@@ -93,8 +93,13 @@ def _time_loops(fn: Callable[[], object], loops: int, clock: Callable[[], float]
 
 def _time_plain(fn: Callable[[], object], loops: int, clock: Callable[[], float]) -> float:
     start = clock()
-    for _ in range(loops):
-        fn()
+    call = 0
+    try:
+        for call in range(1, loops + 1):  # noqa: B007 - read when a call raises
+            fn()
+    except BaseException as exc:
+        exc.loop_call = call
+        raise
     return clock() - start
 
 
@@ -109,10 +114,14 @@ def _time_restored(fn, loops: int, clock: Callable[[], float]) -> tuple[float, f
     call), and the wall time the whole took, restores included."""
     timed = 0.0
     begin = clock()
-    for _ in range(loops):
+    for call in range(1, loops + 1):
         fn.restore()
         start = clock()
-        fn()
+        try:
+            fn()
+        except BaseException as exc:
+            exc.loop_call = call
+            raise
         timed += clock() - start
     return timed, clock() - begin
 
@@ -155,30 +164,55 @@ def measure(
     Returns
     -------
     Measurement
+
+    Raises
+    ------
+    BaseException
+        Whatever ``fn`` raises, with ``calls`` added: the calls made, the one that raised
+        included.
     """
+    return measure_counted(fn, min_time=min_time, repeats=repeats, warmup=warmup,
+                            max_loops=max_loops, clock=clock)[0]
+
+
+def measure_counted(fn: Callable[[], object], *, min_time: float, repeats: int,
+                     warmup: bool, max_loops: int = 1_000_000,
+                     clock: Callable[[], float] = time.perf_counter) -> tuple[Measurement, int]:
+    """:func:`measure`, and how many calls it made. What a call raises carries ``calls``:
+    the calls of ``fn`` made here up to the one that raised, that one included (a statement
+    that works once and fails on its second run)."""
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     if not (min_time >= 0 and math.isfinite(min_time)):
         raise ValueError(f"min_time must be a finite number >= 0, got {min_time}")
     gc_was_enabled = gc.isenabled()
     gc.disable()
+    done = 0
     try:
         if warmup:
             fn()
+            done = 1
         # the loops are calibrated on the wall time, so that a callable's restores (see
         # _time_restored) count in how long a repeat lasts; the times are the calls'
         loops, (elapsed, wall) = 1, _time_wall(fn, 1, clock)
+        done += 1
         while wall < min_time and loops < max_loops:
             # the next step of the 1-2-5 ladder that should reach min_time
             needed = loops * min_time / max(wall, 1e-9)
             loops = min(max_loops, _ladder_at_least(max(needed, loops + 1)))
             elapsed, wall = _time_wall(fn, loops, clock)
+            done += loops
         times = [elapsed / loops]
-        times += [_time_loops(fn, loops, clock) / loops for _ in range(repeats - 1)]
+        for _ in range(repeats - 1):
+            times.append(_time_loops(fn, loops, clock) / loops)
+            done += loops
+    except BaseException as exc:
+        exc.calls = done + getattr(exc, "loop_call", 1)
+        raise
     finally:
         if gc_was_enabled:
             gc.enable()
-    return Measurement(times=times, loops=loops)
+    return Measurement(times=times, loops=loops), done
 
 
 def measure_interleaved(
@@ -206,22 +240,26 @@ def measure_interleaved(
     Raises
     ------
     BaseException
-        Whatever a callable raises (a KeyboardInterrupt included), with two attributes added
-        so that a caller can keep what was measured: ``interleaved_index``, the index of the
-        callable that raised (None for an interrupt between calls), and
-        ``interleaved_partial``, the Measurement of each callable so far (None for one not
-        calibrated yet).
+        Whatever a callable raises (a KeyboardInterrupt included), with attributes added so
+        that a caller can keep what was measured: ``interleaved_index``, the index of the
+        callable that raised (None for an interrupt between calls), ``interleaved_partial``,
+        the Measurement of each callable so far (None for one not calibrated yet), and
+        ``calls``, the calls of the callable that raised, that one included.
     """
     if not fns:
         return []
     first: list[Measurement] = []
+    calls: list[int] = []
     times: list[list[float]] = []
     running = None
     gc_was_enabled = gc.isenabled()
     try:
         for fn in fns:
             running = len(first)  # which callable raised, if one does
-            first.append(measure(fn, min_time=min_time, repeats=1, warmup=warmup, clock=clock))
+            m, made = measure_counted(fn, min_time=min_time, repeats=1, warmup=warmup,
+                                       clock=clock)
+            first.append(m)
+            calls.append(made)
         times = [m.times[:] for m in first]
         # a restoring callable keeps its calibrated loops: its times leave the restores out
         loops = [m.loops if _restores(fn) else _even_loops(m, min_time)
@@ -234,7 +272,10 @@ def measure_interleaved(
             for running in order:
                 times[running].append(
                     _time_loops(fns[running], loops[running], clock) / loops[running])
+                calls[running] += loops[running]
     except BaseException as exc:
+        if running is not None and running < len(calls):  # raised after its calibration
+            exc.calls = calls[running] + getattr(exc, "loop_call", 0)
         exc.interleaved_index = running if not isinstance(exc, KeyboardInterrupt) else None
         exc.interleaved_partial = (
             [Measurement(times=ts, loops=m.loops) for ts, m in zip(times, first, strict=True)]

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from ..measure.stats import TARGET_PRECISION
 from ..measure.timer import format_seconds
 
-__all__ = ["Context", "busy_machine", "evidence", "line_rewrite", "race_note", "rewrite_values",
-           "ruled_out", "suggestion", "sweep_failures", "untimed_temporaries", "visible"]
+__all__ = ["Context", "busy_machine", "changes_globals", "evidence", "later_run", "line_rewrite",
+           "race_note", "rewrite_values", "ruled_out", "suggestion", "sweep_failures",
+           "untimed_temporaries", "visible"]
 
 #: what "one pass per step" means, where a program reads an array again after changing it
 STEPS = ("the same steps fused: each array read once each time it changes, written once when "
@@ -386,6 +387,25 @@ def sweep_failures(sizes: list[int], sweep_errors: dict[str, list[str | None]]) 
     return said
 
 
+def _ordinal(n: int) -> str:
+    """``1`` -> ``"1st"``, ``2`` -> ``"2nd"``, ``11`` -> ``"11th"``."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def later_run(exc: BaseException, run: int) -> str:
+    """Code that worked on its first run and raised on run ``run`` (``L.pop()``, ``input()``):
+    ``"raised IndexError on its 2nd run: pop from empty list"``."""
+    return f"raised {type(exc).__name__} on its {_ordinal(run)} run: {exc}"
+
+
+def changes_globals(names: list[str]) -> str:
+    """Code whose first run changed globals of the user's functions, which explain and race
+    put back: names as :meth:`~chokepoint.measure.userstate.UserState.changed` gives them."""
+    return (f"changes global state outside its inputs ({', '.join(names)}): put back before "
+            "every later run (untimed) and when done")
+
+
 def race_note(c) -> str:
     """A race candidate's note: the structured fields of a
     :class:`~chokepoint.measure.race.CandidateResult` (how it disagrees, what it writes or
@@ -405,6 +425,8 @@ def race_note(c) -> str:
     if c.mutates:
         said.append(f"mutates its inputs ({', '.join(c.mutates)}): timed on them as set up, "
                     "put back before every call (untimed)")
+    if c.changes_globals:
+        said.append(changes_globals(c.changes_globals))
     if c.copies:
         said.append(f"rotated among {c.copies} copies of the inputs")
     if c.cache_hot:
