@@ -191,6 +191,38 @@ def test_code_that_fails_on_its_second_run_says_so(roof):
     assert len(user["L"]) == 1
 
 
+def test_probes_never_write_into_a_traced_out_target(roof, tmp_path):
+    # a -f program's np.add(M, X, out=M) on a memory-mapped file: the probes re-ran it with
+    # the real out= and updated the file on disk 9308 times
+    from chokepoint.explain.api import probe_operations
+    from chokepoint.explain.model import build_model
+    from chokepoint.explain.probes import ProbeSettings
+    from chokepoint.explain.trace import trace
+
+    path = tmp_path / "m.npy"
+    np.save(path, np.arange(50_000.0))
+    M = np.load(path, mmap_mode="r+")
+    ns = {"np": np, "M": M, "G": np.zeros(50_000), "X": np.ones(50_000)}
+    tr = trace("np.add(M, X, out=M)\nnp.multiply(X, 2.0, out=G)", ns, ["M", "X", "G"])
+    M.flush()
+    on_disk, g = path.read_bytes(), ns["G"].copy()
+    inputs = {k: ns[k] for k in ("M", "X", "G")}
+    probe_operations(tr, None, 1e-3, roof, ProbeSettings(min_time=0.001, repeats=3),
+                     build_model(tr, inputs), probed=0.0)
+    M.flush()
+    assert path.read_bytes() == on_disk
+    assert np.array_equal(ns["G"], g)
+    # in place on a copy: the op reads what it writes, the values it would have read
+    from chokepoint.explain.probes import scratch_op
+
+    add = next(op for op in tr.ops if op.name == "add")
+    safe = scratch_op(add)
+    out = safe.kwargs["out"]
+    out = out[0] if isinstance(out, tuple) else out
+    assert safe.args[0] is out and not np.may_share_memory(out, M)
+    assert np.array_equal(safe.args[0], M)
+
+
 def test_errors_are_clear(roof):
     with pytest.raises(ExplainError, match="ZeroDivisionError"):
         explain("1 / 0", roof=roof)

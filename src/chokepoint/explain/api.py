@@ -214,7 +214,11 @@ def probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeSe
         # a call as slow as a probe's whole budget is timed well enough by its traced call
         if not retime or op.seconds > SLOW_OP_S:
             return Measurement(times=[op.seconds], loops=1)
-        return time_op(op, quick)
+        try:  # into a copy of what it writes (out=, an assignment's target)
+            return time_op(op, quick)
+        except MemoryError:
+            skipped(f"timing {op.label} again")
+            return Measurement(times=[op.seconds], loops=1)
 
     limit = probe_bytes()
     first = {id(op): quick_time(op) for op in timed}

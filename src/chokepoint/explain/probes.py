@@ -28,8 +28,8 @@ from ..measure.load import Load, watch
 from ..measure.timer import Measurement, measure, measure_interleaved
 from .trace import Op
 
-__all__ = ["Probe", "ProbeSettings", "ProbeSkipped", "probe_bytes", "probe_op", "significant",
-           "skipped", "subset", "time_op"]
+__all__ = ["Probe", "ProbeSettings", "ProbeSkipped", "probe_bytes", "probe_op", "scratch_op",
+           "significant", "skipped", "subset", "time_op"]
 
 
 class ProbeSkipped(RuntimeWarning):
@@ -228,19 +228,45 @@ def _call(op: Op, args, kwargs):
     return lambda: op.func(*args, **kwargs)
 
 
-def _safe_args(op: Op) -> tuple[tuple, dict]:
-    """Arguments a probe may run ``op`` on repeatedly: an assignment's target copied, so that
-    probing never changes the traced data (later operations and rewrites read it)."""
+def _written(op: Op) -> list[np.ndarray]:
+    """The arrays ``op`` writes into: its ``out=`` (a keyword, or a ufunc's positional outputs
+    after its inputs) and an assignment's target."""
     if op.kind == "index" and op.name == "setitem":
-        target, *rest = op.args
-        return (target.copy(), *rest), op.kwargs
-    return op.args, op.kwargs
+        return [op.args[0]] if isinstance(op.args[0], np.ndarray) else []
+    outs = list(op.args[op.func.nin:]) if isinstance(op.func, np.ufunc) else []
+    out = op.kwargs.get("out")
+    outs += list(out) if isinstance(out, tuple) else [out]
+    return [a for a in outs if isinstance(a, np.ndarray)]
+
+
+def scratch_op(op: Op) -> Op:
+    """``op`` that may be run again and again without writing into anything it was traced on
+    (the user's array, a memory-mapped file, data later operations read): each array it writes
+    into replaced by a copy of the same layout, and an argument that is that array by that same
+    copy (``np.add(M, X, out=M)`` still reads what it writes), one that overlaps it by a copy
+    of its own. ``op`` itself when it writes into no array."""
+    written = _written(op)
+    if not written:
+        return op
+    copies = {id(a): same_layout(a, a) for a in written}
+
+    def swap(v):
+        if isinstance(v, np.ndarray):
+            if id(v) in copies:
+                return copies[id(v)]
+            return same_layout(v, v) if any(np.may_share_memory(v, a) for a in written) else v
+        if isinstance(v, (tuple, list)):
+            return type(v)(swap(x) for x in v)
+        return v
+
+    return replace(op, args=swap(op.args), kwargs={k: swap(v) for k, v in op.kwargs.items()},
+                   inputs=[swap(a) for a in op.inputs], result=swap(op.result))
 
 
 def time_op(op: Op, settings: ProbeSettings) -> Measurement:
-    """``op`` timed as traced (no probes)."""
-    args, kwargs = _safe_args(op)
-    return _time(_call(op, args, kwargs), settings)
+    """``op`` timed as traced (no probes), into copies of what it writes (:func:`scratch_op`)."""
+    op = scratch_op(op)
+    return _time(_call(op, op.args, op.kwargs), settings)
 
 
 def probe_op(op: Op, settings: ProbeSettings, scratch: dict | None = None,
@@ -252,9 +278,11 @@ def probe_op(op: Op, settings: ProbeSettings, scratch: dict | None = None,
 
     When the operation takes ``out=``, the value and layout probes write into one preallocated
     buffer on both sides of the comparison, so that the allocator's state (fresh pages or
-    recycled ones) cannot pass for an effect of the data.
+    recycled ones) cannot pass for an effect of the data. Every probe runs the operation on
+    copies of what it writes (:func:`scratch_op`), never on the traced arrays.
     """
-    base = time_op(op, settings) if base is None else base
+    op = scratch_op(op)
+    base = _time(_call(op, op.args, op.kwargs), settings) if base is None else base
     if base.median > settings.slow:  # slow operations: fewer repeats of each change
         settings = replace(settings, repeats=min(settings.repeats, 3))
     probes: list[Probe] = []
@@ -525,7 +553,7 @@ def _index_probe(op: Op, settings: ProbeSettings) -> Probe | None:
             return tuple(swap(k) for k in key)
         return replaced.get(id(key), key) if isinstance(key, np.ndarray) else key
 
-    args, kwargs = _safe_args(op)
+    args, kwargs = op.args, op.kwargs  # the target a copy already (probe_op)
     changed = (args[0], swap(args[1]), *args[2:])
     what = "mask" if any(k.dtype == bool for k in arrays) else "index array"
     before, after = _pair(_call(op, args, kwargs), _call(op, changed, kwargs), settings)
