@@ -1,6 +1,6 @@
-"""Damaged, shared and half-written caches (issue 32, items 4, 5, 6, 7, 10): the tuning, the
-roofline and the C extension in a temporary cache directory (XDG_CACHE_HOME), never the
-user's."""
+"""Damaged, shared, half-written and unwritable caches (issue 32, items 4-10): the tuning, the
+roofline, the C extension and numba's cache in a temporary cache directory (XDG_CACHE_HOME,
+NUMBA_CACHE_DIR), never the user's."""
 
 import contextlib
 import errno
@@ -260,3 +260,95 @@ def test_a_damaged_c_extension_that_cannot_be_built_is_never_loaded(tmp_path, mo
     with pytest.warns(RuntimeWarning, match="C extension .* damaged .* Python path"):
         with pytest.raises(OSError, match="Read-only"):
             native._built()  # load() says why in status(), and every call takes Python
+
+
+# numba's disk cache of the kernels (items 8 and 9)
+
+#: a kernel (its C path's cfunc too), a fused function and the roofline's kernels, in a new
+#: process; the prelude (``{prelude}``) runs first
+_KERNELS = """{prelude}
+import numpy as np
+import chokepoint
+from chokepoint.measure import roofline
+x = np.linspace(-2, 2, 64, dtype=np.float32)
+assert abs(chokepoint.gelu(x)[-1] - 1.9545) < 1e-3  # 2 Phi(2)
+assert np.array_equal(chokepoint.fuse(lambda a, b: a * b + 1)(x, x), x * x + 1)
+print("ok")
+"""
+
+
+def _run_kernels(env: dict, prelude: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", _KERNELS.format(prelude=prelude)], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _numba_env(root) -> dict:
+    """A process's environment whose numba and chokepoint caches are under ``root``."""
+    return {**os.environ, "NUMBA_CACHE_DIR": str(root / "numba"),
+            "XDG_CACHE_HOME": str(root / "cache")}
+
+
+@pytest.fixture(scope="module")
+def warm_numba_cache(tmp_path_factory):
+    """A numba cache (and a C extension) that a process filled with the kernels' code."""
+    root = tmp_path_factory.mktemp("warm")
+    done = _run_kernels(_numba_env(root))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert list((root / "numba").rglob("*.nbc")), "numba cached nothing"
+    return root
+
+
+@pytest.mark.parametrize("suffix", [".nbi", ".nbc"])
+def test_damaged_numba_cache_files_are_compiled_again(warm_numba_cache, tmp_path, suffix):
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(warm_numba_cache, root)  # the damage is done on a copy
+    damaged = list((root / "numba").rglob(f"*{suffix}"))
+    for path in damaged:
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    done = _run_kernels(_numba_env(root))
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+    assert done.stderr.count("damaged numba cache file") == 1, done.stderr[-2000:]
+    again = _run_kernels(_numba_env(root))  # saved over the damaged files: loaded silently
+    assert again.returncode == 0 and "damaged" not in again.stderr, again.stderr[-2000:]
+
+
+#: numba's last place to cache in, the package's own __pycache__, made unwritable (root writes
+#: to a directory whatever its mode)
+_READ_ONLY_PACKAGE = """
+import numba.core.caching as caching
+def unwritable(self):
+    raise PermissionError(13, "Read-only file system", self.get_cache_path())
+caching.InTreeCacheLocator.ensure_cache_path = unwritable
+"""
+
+
+def test_a_read_only_install_and_home_compile_uncached(tmp_path):
+    blocker = tmp_path / "a-file"  # no directory can be made under a file, root's neither
+    blocker.write_text("")
+    env = {**os.environ, "HOME": str(blocker / "home"), "XDG_CACHE_HOME": str(blocker / "cache"),
+           "NUMBA_CACHE_DIR": str(blocker / "numba")}
+    done = _run_kernels(env, _READ_ONLY_PACKAGE)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+    assert done.stderr.count("no writable directory to cache") == 1, done.stderr[-2000:]
+
+
+def test_a_kernel_whose_cache_cannot_be_written_runs_uncached(tmp_path, monkeypatch):
+    import numba
+
+    from chokepoint.kernels import jit
+
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path / "numba"))
+    monkeypatch.setattr(jit, "_said", set())
+
+    def full_disk(self, key, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(numba.core.caching.IndexDataCacheFile, "save", full_disk)
+
+    def twice(a):
+        return 2 * a
+
+    with pytest.warns(RuntimeWarning, match="could not cache a kernel .*No space left"):
+        assert jit.njit(twice)(21) == 42

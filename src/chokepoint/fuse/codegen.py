@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
-from ..kernels import engine_numba, vecmath, vocabulary
+from ..kernels import engine_numba, jit, vecmath, vocabulary
 from .trace import UFUNCS, FuseError, Node
 
 __all__ = ["Plan", "kernel", "plan"]
@@ -332,8 +332,8 @@ def kernel(p: Plan, masks: tuple, mode: str, exact: bool = False) -> Callable:
             if found is None:
                 namespace = dict(_NAMESPACE)
                 exec(compile(text, __file__, "exec"), namespace)
-                found = numba.njit(parallel=mode != "serial", cache=True, nogil=True,
-                                   error_model="numpy")(namespace[fname])
+                found = jit.njit(namespace[fname], parallel=mode != "serial", nogil=True,
+                                 error_model="numpy")
                 _kernels[fname] = found
     p.compiled[(masks, mode, exact)] = found
     return found

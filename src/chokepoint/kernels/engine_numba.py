@@ -37,7 +37,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from . import adaptive, vecmath, vocabulary
+from . import adaptive, jit, vecmath, vocabulary
 from . import ops as _ops
 from . import tuning as _tuning
 from .adaptive import Chooser
@@ -598,8 +598,8 @@ def _kernel(name: str, mode: str) -> Callable:
                 # when this file changes, and each kernel is keyed by its name and bytecode.
                 exec(compile(_source(name, fname, mode), __file__, "exec"), namespace)
                 parallel = mode in ("parallel", "stream")
-                kernel = numba.njit(parallel=parallel, cache=True, nogil=True,
-                                    error_model="numpy")(namespace[fname])
+                kernel = jit.njit(namespace[fname], parallel=parallel, nogil=True,
+                                  error_model="numpy")
                 _kernels[key] = kernel
     return kernel
 
@@ -855,8 +855,8 @@ def native_kernel(name: str, dtype: np.dtype, out_dtype: np.dtype, mode: str = "
         kernel = _natives.get(key)
         if kernel is None:
             exec(compile(source, __file__, "exec"), namespace)
-            kernel = _natives[key] = numba.cfunc(NATIVE_SIGNATURE, cache=True,
-                                                 error_model="numpy")(namespace[fname])
+            kernel = _natives[key] = jit.cfunc(NATIVE_SIGNATURE, namespace[fname],
+                                               error_model="numpy")
     return kernel
 
 

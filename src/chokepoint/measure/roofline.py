@@ -19,6 +19,7 @@ measured again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -34,6 +35,7 @@ import numba
 import numpy as np
 
 from ..cachefile import locked, write_atomic
+from ..kernels import jit
 from .load import Load, watch
 from .timer import measure
 
@@ -45,9 +47,11 @@ ARRAY_BYTES = 256 * 2**20
 _FLOP_STEPS = 64
 GEMM_SIZE = 1536  # n of the n x n matrix products: 7 GFLOP, past BLAS's small-matrix regime
 GEMM_DTYPES = ("float32", "float64")
+#: the measuring kernels' decorator: cached on disk where numba can, compiled each time if not
+_kernel = functools.partial(jit.njit, parallel=True, nogil=True)
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
+@_kernel
 def _read(a):
     total = 0
     for i in numba.prange(a.shape[0]):
@@ -55,25 +59,25 @@ def _read(a):
     return total
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
+@_kernel
 def _write(a):
     for i in numba.prange(a.shape[0]):
         a[i] = 1.0
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
+@_kernel
 def _copy(src, dst):
     for i in numba.prange(dst.shape[0]):
         dst[i] = src[i]
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
+@_kernel
 def _triad(a, b, c, s):
     for i in numba.prange(a.shape[0]):
         a[i] = b[i] + s * c[i]
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
+@_kernel
 def _flops(a, m, c):
     # each element's chain is independent, so the loop vectorises across elements
     for i in numba.prange(a.shape[0]):
