@@ -378,3 +378,45 @@ def test_a_call_that_can_stream_weighs_stream_parallel_and_serial(monkeypatch, b
     key = engine_numba.chooser_key("relu_grad", True)
     ran = {k[2] for k in engine_numba.chooser.figures if k[0] == key}
     assert ran == {"stream", "parallel", "serial"}
+
+
+#: a thread starts the first calls of kernels (loading the engine, compiling), the main thread
+#: forks ``delay`` seconds later, and the child calls kernels; prints the child's exit status
+_FORK_MID_COMPILE = """
+import os, sys, threading, time
+import numpy as np
+import chokepoint
+x = np.linspace(-2, 2, 100, dtype=np.float32)
+first = threading.Thread(target=lambda: [chokepoint.gelu(x), chokepoint.silu(x)])
+first.start()
+time.sleep({delay})
+pid = os.fork()
+if pid == 0:
+    ok = np.isfinite(chokepoint.gelu(x)).all() and np.isfinite(chokepoint.silu(x)).all()
+    os._exit(0 if ok else 3)
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        print("child", os.waitstatus_to_exitcode(status))
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    print("child hung")
+first.join()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX-only")
+@pytest.mark.parametrize("delay", [0.01, 0.8])  # loading the engine; compiling
+def test_a_fork_while_another_thread_compiles_leaves_a_working_child(tmp_path, backend,
+                                                                      delay):
+    if backend != "numba":
+        pytest.skip("a new process's default engine: run once")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"),  # compiled, not loaded
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", _FORK_MID_COMPILE.format(delay=delay)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "child 0", done.stdout + done.stderr[-2000:]

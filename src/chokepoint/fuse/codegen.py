@@ -16,6 +16,7 @@ zero gives inf/NaN as in NumPy instead of raising.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -316,6 +317,15 @@ def _rename(line: str, lane: int) -> str:
 
 _kernels: dict[tuple, Callable] = {}
 _lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()  # another thread of the parent may have held it at the fork
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def kernel(p: Plan, masks: tuple, mode: str, exact: bool = False) -> Callable:

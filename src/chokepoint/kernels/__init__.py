@@ -1,7 +1,7 @@
 """Activation kernels: the public functions (built from the registry), the packed mask, and
 engine selection."""
 
-from . import api
+from . import api, forks  # noqa: F401  (forks: its fork hooks)
 from .api import GRAD_DTYPES as GRAD_DTYPES
 from .backend import BACKENDS as BACKENDS
 from .backend import get_backend as get_backend

@@ -914,8 +914,9 @@ apply_tuning(_tuning.current())  # this machine's measured choices, or the defau
 
 
 def _after_fork_in_child() -> None:
-    global _launch_lock, _serial_only, lock_free
+    global _compile_lock, _launch_lock, _serial_only, lock_free
     _launch_lock = threading.Lock()  # the parent may have held it at the fork
+    _compile_lock = threading.Lock()  # held by another thread making a kernel
     try:
         layer = numba.threading_layer()
     except ValueError:  # no parallel kernel ran in the parent: the child may start any layer
