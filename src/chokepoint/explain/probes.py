@@ -454,9 +454,12 @@ def _threads_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe 
         whole = {**op.kwargs, "out": buffer}
         split()  # raises TypeError where there is no out=
         # other processes on the other cores take what a split would gain: watched, so that
-        # a split that gained nothing on a busy machine is not read as "threads do not help"
+        # a split that gained nothing on a busy machine is not read as "threads do not help".
+        # Repeats of 30 ms at least: the watch needs 0.2 s to tell a quarter of a core
+        # (/proc/stat counts 10 ms ticks), and 15 ms repeats of a 4 ms ufunc took 0.17 s
         with watch() as watched:
-            before, after = _pair(_call(op, op.args, whole), split, settings)
+            before, after = _pair(_call(op, op.args, whole), split,
+                                  replace(settings, min_time=max(settings.min_time, 0.03)))
     finally:
         pool.shutdown()
     return Probe("threads", before, after,
