@@ -66,6 +66,15 @@ def _try_lock(handle) -> bool:
     return True
 
 
+def _unlock(handle) -> None:
+    import fcntl
+
+    try:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    except OSError:
+        pass
+
+
 def _waited_for(handle, wait: float) -> bool:
     """Try the lock until ``wait`` seconds have passed; whether it is held."""
     deadline = time.monotonic() + wait
@@ -82,7 +91,8 @@ def locked(path: Path, wait: float) -> Iterator[bool]:
 
     Another process (or another open of the file in this one) that holds it is waited for, up to
     ``wait`` seconds. The lock file is created and left in place (removing it would let two
-    processes lock two different files); the lock ends with the block, or with the process.
+    processes lock two different files); the lock ends with the block (unlocked explicitly, so
+    that a child forked inside it does not keep it), or with the process.
 
     Parameters
     ----------
@@ -103,13 +113,18 @@ def locked(path: Path, wait: float) -> Iterator[bool]:
         import fcntl  # noqa: F401  (not on Windows)
 
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "a")  # closed below, which releases its lock
+        handle = open(path, "a")
     except (ImportError, OSError):
         yield True
         return
-    with handle:  # closing it releases the lock
+    with handle:
         try:
             held = _waited_for(handle, wait)
         except OSError:  # a file system without locks (ENOLCK): no one to wait for
             held = True
-        yield held
+        try:
+            yield held
+        finally:
+            # unlocked, not only closed: a child forked inside the block keeps a copy of this
+            # descriptor, which would hold the lock for ever (the child then waited for it)
+            _unlock(handle)

@@ -101,13 +101,23 @@ def _compile(target: Path) -> None:
         obj = Path(tmp) / "_native.o"
         lib = Path(tmp) / target.name
         ccshared = sysconfig.get_config_var("CCSHARED") or "-fPIC"
-        run = {"check": True, "capture_output": True, "timeout": STEP_TIMEOUT}
-        subprocess.run([*shlex.split(cc), *cflags, *shlex.split(ccshared), "-O2", "-c",
-                        *includes, str(SOURCE), "-o", str(obj)], **run)
-        subprocess.run([*shlex.split(ldshared), str(obj), "-o", str(lib)], **run)
+        log = Path(tmp) / "build.log"
+        _step([*shlex.split(cc), *cflags, *shlex.split(ccshared), "-O2", "-c", *includes,
+               str(SOURCE), "-o", str(obj)], log)
+        _step([*shlex.split(ldshared), str(obj), "-o", str(lib)], log)
         recorded = fingerprint(lib)
         os.replace(lib, target)
     write_atomic(_record_path(target), recorded)
+
+
+def _step(argv: list[str], log: Path) -> None:
+    """Run one step of the build, its output into the file ``log``. Not a pipe: a child that
+    another thread forked meanwhile keeps a copy of the pipe's end, and the build then waited
+    for an end of file while the child waited for the build's lock."""
+    with open(log, "wb") as out:
+        done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, timeout=STEP_TIMEOUT)
+    if done.returncode != 0:
+        raise subprocess.CalledProcessError(done.returncode, argv, stderr=log.read_bytes())
 
 
 def _record_path(library: Path) -> Path:
