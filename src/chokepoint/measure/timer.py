@@ -88,7 +88,7 @@ def format_seconds(seconds: float | None) -> str:
 def _time_loops(fn: Callable[[], object], loops: int, clock: Callable[[], float]) -> float:
     """Seconds ``loops`` calls of ``fn`` took (see :func:`_time_restored` for a callable with
     a ``restore`` method)."""
-    return _time_restored(fn, loops, clock)[0] if _restores(fn) else _time_plain(fn, loops, clock)
+    return _time_wall(fn, loops, clock)[0]
 
 
 def _time_plain(fn: Callable[[], object], loops: int, clock: Callable[[], float]) -> float:
