@@ -37,8 +37,8 @@ def main(argv=None) -> int:
 
         setattr(api, name, wrapper)
 
-    for name in ("run_setup", "measure", "_peak_extra", "trace", "build_model", "probe_op",
-                 "measured_rewrite", "derive_findings"):
+    for name in ("run_setup", "measure_counted", "_peak_extra", "trace", "build_model",
+                 "probe_operations", "measured_rewrite", "derive_findings"):
         timed(name)
     start = time.perf_counter()
     with warnings.catch_warnings():

@@ -1,6 +1,7 @@
 """explain's rules on made-up evidence: numbers in, findings out, no timing."""
 
 import numpy as np
+import pytest
 
 from chokepoint.explain.findings import (
     MINOR,
@@ -312,3 +313,17 @@ def test_a_probe_of_the_first_rows_reads_in_the_whole_operations_units():
     assert "first 25% of rows, times scaled" in out.detail
     cache = _scaled(probe("cache", 1.0, 0.2), share=0.25)  # per element already
     assert cache.base.median == 1.0 * MS and "first 25% of rows" in cache.detail
+
+
+@pytest.mark.parametrize(("base", "changed", "clear"), [
+    ([10.0, 10.2, 10.1], [7.0, 7.1, 7.2], True),  # apart, 30% faster: a finding
+    ([10.0, 10.2, 10.1], [10.1, 10.0, 10.3], True),  # overlapping, 1% apart: no effect
+    ([10.0, 10.2, 10.1], [8.6, 8.7, 8.8], False),  # apart but 14%: near the 10% bar
+    ([10.0, 12.0, 10.1], [9.4, 11.9, 9.5], False),  # overlapping, 6% apart: more repeats
+    ([10.0, 10.2], [7.0, 7.1], False),  # two repeats never settle it
+])
+def test_three_repeats_settle_only_a_clear_comparison(base, changed, clear):
+    from chokepoint.explain.probes import clear_after_three, significant
+    assert clear_after_three([base, changed]) is clear
+    if clear:  # stopping early never changes the verdict the full rule gives on them
+        assert significant(base, changed) == (np.median(changed) < 0.8 * np.median(base))

@@ -56,6 +56,10 @@ def test_untraced_code_is_one_opaque_operation():
     (np.array([0.1]), np.float64),
     (np.array([np.nan, 1.5]), np.float16),
     (np.array([70000.0]), np.int32),
+    (np.array([-0.0, 1.0, 0.0]), bool),
+    (np.array([0.0, 0.5, 1.0]), np.float16),
+    (np.array([np.inf, 1.0]), np.float16),
+    (np.array([np.nan, 0.0, 1.0]), np.float16),
 ])
 def test_narrowest_dtype(values, expected):
     assert narrowest_dtype(values) == np.dtype(expected)

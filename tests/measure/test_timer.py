@@ -137,3 +137,30 @@ def test_restore_runs_before_every_call_outside_the_timed_region(interleaved):
     assert m.median == pytest.approx(0.001)  # the call's time; neither restore's nor 0.1 ms
     # loops fill min_time of wall time, restores included (10.5 ms a call): 20, not 200
     assert m.loops == 20
+
+
+def test_interleaved_stops_when_enough_says_the_comparison_is_settled():
+    fake = FakeClock(lambda i: 0.001)
+    seen = []
+
+    def enough(times):
+        seen.append([len(t) for t in times])
+        return len(times[0]) >= 3
+
+    a, b = measure_interleaved([fake.fn, fake.fn], min_time=0.0, repeats=7, warmup=False,
+                               clock=fake.clock, enough=enough)
+    assert (a.runs, b.runs) == (3, 3)  # the calibration and two rounds, not seven
+    assert seen == [[1, 1], [2, 2], [3, 3]]  # asked before each round, with both sides' times
+
+
+def test_interleaved_runs_every_repeat_when_enough_never_says_so():
+    fake = FakeClock(lambda i: 0.001)
+    a, b = measure_interleaved([fake.fn, fake.fn], min_time=0.0, repeats=5, warmup=False,
+                               clock=fake.clock, enough=lambda times: False)
+    assert (a.runs, b.runs) == (5, 5)
+
+
+def test_a_repeat_just_short_of_min_time_is_not_doubled():
+    fake = FakeClock(lambda i: 0.0195)  # five calls last 97.5 ms of the 100 asked
+    m = measure(fake.fn, min_time=0.1, repeats=3, clock=fake.clock)
+    assert m.loops == 5

@@ -50,6 +50,10 @@ __all__ = ["PROBED", "ExplainError", "Explanation", "allocated", "explain", "flo
 PROBED = 0.01
 #: an operation whose traced call took this long is not timed again before its probes
 SLOW_OP_S = 0.1
+#: a statement whose first run took this long (or half of ``min_time``, when more) is timed
+#: call by call, 3 repeats, as probes time slow operations: 5 repeats of the 1-2-5 ladder's
+#: 2 calls were 0.8 s of the origin's explain, for a statement of 70 ms
+SLOW_STATEMENT_S = 0.05
 
 
 class ExplainError(RuntimeError):
@@ -438,7 +442,8 @@ def measured_rewrite(statement: Statement, namespace, inputs, result, total: flo
     for candidate in candidates:
         settle(candidate.call)
     before, *after = measure_interleaved([statement_fn, *(c.call for c in candidates)],
-                                         min_time=min(min_time, 0.02), repeats=5)
+                                         min_time=min(min_time, 0.02),
+                                         repeats=3 if total >= SLOW_STATEMENT_S else 5)
 
     def timed(candidate, m: Measurement) -> dict:
         return {"statement": candidate.statement,
@@ -508,7 +513,8 @@ def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: 
     statement_fn = statement.function(dict(namespace))
     settle(lambda: fused(**values))
     before, after = measure_interleaved([statement_fn, lambda: fused(**values)],
-                                        min_time=min(min_time, 0.02), repeats=5)
+                                        min_time=min(min_time, 0.02),
+                                        repeats=3 if total >= SLOW_STATEMENT_S else 5)
     if after.median * FASTER > before.median:
         return None, None
     same = "same values" if ulp == 0 else \
@@ -615,7 +621,9 @@ def _explained(stmt: Statement, setup: str, base: dict, state: UserState, roof: 
     except SyntaxError as exc:  # too deeply nested for the compiler, as a function body
         raise ExplainError(f"explain cannot compile the code: {exc}") from exc
     try:
+        start = time.perf_counter()
         fn()
+        first_s = time.perf_counter() - start
     except (Exception, SystemExit) as exc:  # sys.exit() in the code must not end the caller
         raise ExplainError(f"the statement raised {type(exc).__name__}: {exc}") from exc
     changed = mutated(pristine, ns)
@@ -630,10 +638,12 @@ def _explained(stmt: Statement, setup: str, base: dict, state: UserState, roof: 
         state.restore()
 
     # 2. time it, and its peak memory (on fresh copies only when it mutates its inputs)
+    slow = first_s >= max(SLOW_STATEMENT_S, min_time / 2)
     with _later_run(1):
         timing, done = measure_counted(Restored(fn, state.restore) if moved else fn,
-                                       min_time=min_time,
-                                       repeats=5 if min_time * 5 < 2 else 3, warmup=False)
+                                       min_time=0.0 if slow else min_time,
+                                       repeats=3 if slow or min_time * 5 >= 2 else 5,
+                                       warmup=False)
     ns = fresh() if changed else ns
     state.restore()
     with _later_run(1 + done):
@@ -647,18 +657,24 @@ def _explained(stmt: Statement, setup: str, base: dict, state: UserState, roof: 
         tr = trace(stmt, ns, list(inputs))
     model = build_model(tr, inputs)
 
-    # 4. probe each operation; 5. a rewrite with the same values, measured. What runs out of
-    # memory is skipped and said (ProbeSkipped), the report kept
+    # 4. a rewrite with the same values, measured, while the statement's memory is recent
+    # (on a VM, pages freed seconds ago can cost 10x to touch again: the statement's first
+    # run after the probes took 1 s against 70 ms); 5. probe each operation. What runs out
+    # of memory is skipped and said (ProbeSkipped), the report kept
     result = tr.result if isinstance(tr.result, np.ndarray) else None
     with _skips_said(warned):
-        rows, elements, evidence = probe_operations(tr, result, timing.median, roof, settings,
-                                                      model)
         try:
-            rewrite, suggestion = measured_rewrite(stmt, ns, inputs, result, timing.median,
-                                                    roof, min_time, tr)
+            # the traced arrays stay as traced for the probes: a statement that changes its
+            # inputs runs on copies
+            rewrite, suggestion = measured_rewrite(
+                stmt, fresh() if changed else ns, _statement_inputs(stmt, ns), result,
+                timing.median, roof, min_time, tr)
         except MemoryError:
             rewrite, suggestion = None, None
             skipped("measuring a rewrite")
+        state.restore()
+        rows, elements, evidence = probe_operations(tr, result, timing.median, roof, settings,
+                                                      model)
         captures = [c for c in tr.lines
                     if not (stmt.is_expression and c.filename == stmt.filename)]
         try:

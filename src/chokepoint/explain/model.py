@@ -24,10 +24,10 @@ def narrowest_dtype(values: np.ndarray) -> np.dtype:
     kind = values.dtype.kind
     if kind not in "iuf":
         return values.dtype
-    finite = np.isfinite(values) if kind == "f" else np.ones(values.shape, bool)
-    if finite.all():
-        lo, hi = values.min(), values.max()
-        if lo >= 0 and hi <= 1 and np.array_equal(values, values.astype(bool)):
+    lo, hi = values.min(), values.max()  # NaN when any value is: min and max propagate it
+    if np.isfinite(lo) and np.isfinite(hi):
+        # one pass of compares, not a bool copy promoted back (0.2 s on the origin's 246 MB)
+        if lo >= 0 and hi <= 1 and ((values == 0) | (values == 1)).all():
             return np.dtype(bool)
         if kind in "iu" or np.array_equal(values, np.round(values)):
             for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64):

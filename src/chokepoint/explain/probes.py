@@ -28,8 +28,8 @@ from ..measure.load import Load, watch
 from ..measure.timer import Measurement, measure, measure_interleaved
 from .trace import Op
 
-__all__ = ["Probe", "ProbeSettings", "ProbeSkipped", "probe_bytes", "probe_op", "scratch_op",
-           "significant", "skipped", "subset", "time_op"]
+__all__ = ["Probe", "ProbeSettings", "ProbeSkipped", "clear_after_three", "probe_bytes",
+           "probe_op", "scratch_op", "significant", "skipped", "subset", "time_op"]
 
 
 class ProbeSkipped(RuntimeWarning):
@@ -103,12 +103,30 @@ def _time(fn, settings: ProbeSettings) -> Measurement:
     return measure(fn, min_time=settings.min_time, repeats=settings.repeats, warmup=False)
 
 
-def _pair(base_fn, changed_fn, settings: ProbeSettings) -> tuple[Measurement, Measurement]:
-    """The operation as it was and with one change, timed round-robin."""
+def clear_after_three(times: list[list[float]], fraction: float = 0.1) -> bool:
+    """Whether three repeats a side already settle a comparison that :func:`significant`
+    would judge with ``fraction``: every time of one side below every time of the other and
+    the medians more than twice ``fraction`` apart, or the medians less than half of it apart
+    with the two sides' ranges overlapping. Anything between gets the full repeats."""
+    base, changed = times
+    if len(base) < 3 or len(changed) < 3:
+        return False
+    b, c = float(np.median(base)), float(np.median(changed))
+    apart = max(changed) < min(base) or max(base) < min(changed)
+    if apart:
+        return abs(b - c) > 2 * fraction * b
+    return abs(b - c) < fraction / 2 * b
+
+
+def _pair(base_fn, changed_fn, settings: ProbeSettings, *,
+          early: bool = True) -> tuple[Measurement, Measurement]:
+    """The operation as it was and with one change, timed round-robin; three repeats a side
+    where they settle it (:func:`clear_after_three`; ``early=False``: all of them)."""
     # a warm-up call each: the first touch of fresh memory can take 20x a later one (the
     # kernel handing out pages, transparent huge pages), and would pass for spread
     base, changed = measure_interleaved([base_fn, changed_fn], min_time=settings.min_time,
-                                        repeats=settings.repeats, warmup=True)
+                                        repeats=settings.repeats, warmup=True,
+                                        enough=clear_after_three if early else None)
     return base, changed
 
 
@@ -301,8 +319,12 @@ def probe_op(op: Op, settings: ProbeSettings, scratch: dict | None = None,
         probe = _try(make, op, base, settings)
         if probe is not None:
             probes.append(probe)
-    compared = [_try(make, op, settings, buffer, scratch)
-                for make in (_constant_probe, _sorted_probe)]
+    constant = _try(_constant_probe, op, settings, buffer, scratch)
+    compared = [constant]
+    if constant is not None and constant.significant():
+        # constant inputs are the most predictable data there is: where they change nothing,
+        # the sorted probe would not either, and its sort cost 0.3 s per 4e6 elements
+        compared.append(_try(_sorted_probe, op, settings, buffer, scratch))
     compared += [_try(make, op, settings, buffer)
                  for make in (_subnormal_probe, _contiguous_probe, _cast_probe)]
     for probe in compared:
@@ -459,7 +481,8 @@ def _threads_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe 
         # (/proc/stat counts 10 ms ticks), and 15 ms repeats of a 4 ms ufunc took 0.17 s
         with watch() as watched:
             before, after = _pair(_call(op, op.args, whole), split,
-                                  replace(settings, min_time=max(settings.min_time, 0.03)))
+                                  replace(settings, min_time=max(settings.min_time, 0.03)),
+                                  early=False)  # the watch needs its 0.2 s
     finally:
         pool.shutdown()
     return Probe("threads", before, after,

@@ -85,6 +85,10 @@ def format_seconds(seconds: float | None) -> str:
     return f"{seconds:.3g} s"
 
 
+#: a repeat is long enough at this fraction of ``min_time`` (see :func:`measure_counted`)
+MIN_TIME_SHORT = 0.8
+
+
 def _time_loops(fn: Callable[[], object], loops: int, clock: Callable[[], float]) -> float:
     """Seconds ``loops`` calls of ``fn`` took (see :func:`_time_restored` for a callable with
     a ``restore`` method)."""
@@ -150,8 +154,8 @@ def measure(
     fn : callable
         Called with no arguments.
     min_time : float
-        Seconds one repeat should last at least; loops per repeat are calibrated to it (1, 2,
-        5, 10, 20, ... as %timeit does).
+        Seconds one repeat should last; loops per repeat are calibrated to it (1, 2, 5, 10,
+        20, ... as %timeit does), and a step that lasts 80% of it is kept.
     repeats : int
         Number of repeats (at least 1).
     warmup : bool
@@ -196,9 +200,11 @@ def measure_counted(fn: Callable[[], object], *, min_time: float, repeats: int,
         # _time_restored) count in how long a repeat lasts; the times are the calls'
         loops, (elapsed, wall) = 1, _time_wall(fn, 1, clock)
         done += 1
-        while wall < min_time and loops < max_loops:
+        # a repeat a little short of min_time is kept: the ladder's next step would double
+        # or more than double it (a 20 ms statement at 0.1 s took 10 loops, not 5)
+        while wall < MIN_TIME_SHORT * min_time and loops < max_loops:
             # the next step of the 1-2-5 ladder that should reach min_time
-            needed = loops * min_time / max(wall, 1e-9)
+            needed = loops * MIN_TIME_SHORT * min_time / max(wall, 1e-9)
             loops = min(max_loops, _ladder_at_least(max(needed, loops + 1)))
             elapsed, wall = _time_wall(fn, loops, clock)
             done += loops
@@ -222,6 +228,7 @@ def measure_interleaved(
     repeats: int = 7,
     warmup: bool = True,
     clock: Callable[[], float] = time.perf_counter,
+    enough: Callable[[list[list[float]]], bool] | None = None,
 ) -> list[Measurement]:
     """Time several callables round-robin, so that a machine drifting during the measurement
     (bandwidth, clock speed, a neighbour's load) hits them alike. The order alternates (the
@@ -230,7 +237,12 @@ def measure_interleaved(
 
     Each callable's loops per repeat are calibrated on its own (as :func:`measure` does), then
     set to fill ``min_time`` at the calibrated speed (see :func:`_even_loops`); then the
-    repeats alternate. Parameters as for :func:`measure`.
+    repeats alternate. Parameters as for :func:`measure`, and:
+
+    enough : callable, optional
+        Called with each callable's seconds per call so far (a list per callable) before
+        every round after the calibration; ``True`` ends the timing there, with fewer than
+        ``repeats`` repeats (a comparison whose outcome is already clear).
 
     Returns
     -------
@@ -266,6 +278,8 @@ def measure_interleaved(
                  for fn, m in zip(fns, first, strict=True)]
         gc.disable()
         for round_ in range(repeats - 1):
+            if enough is not None and enough(times):
+                break
             # forward then backward (A B C C B A ...): no callable always runs right after
             # the same other one, or always first after the calibration
             order = range(len(fns)) if round_ % 2 else range(len(fns) - 1, -1, -1)
