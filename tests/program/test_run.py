@@ -83,6 +83,25 @@ def test_a_chain_of_temporaries_gets_its_fused_rewrite(tmp_path, roof):
     assert top["rewrite"]["speedup"] > 1.5
 
 
+def test_a_broadcast_intermediate_is_found_and_evaluated_on_blocks(tmp_path, roof):
+    # a 96 MB boolean-and-float intermediate for a 32 KB result: on blocks of rows its
+    # intermediates stay in the cache (3.3x faster on an AMD EPYC)
+    path = _program(tmp_path, """\
+        import numpy as np
+        x = np.random.default_rng(0).standard_normal(3000)
+        grid = np.linspace(-4, 4, 4000)
+        for _ in range(3):
+            dens = (np.abs(grid[:, None] - x[None, :]) < 0.25).sum(axis=1)
+        """)
+    report = run_program(path, roof=roof, budget_s=20)
+    top = report.lines[0]
+    assert top["source"].endswith("prog.py:5")
+    large = [c for c in top["causes"] if c["kind"] == "large-intermediate"]
+    assert large and large[0]["blocked_s"] < 0.7 * large[0]["as_written_s"], top["causes"]
+    assert top["rewrite"] is not None and "for i in range(0, 4000, " in top["rewrite"]["code"]
+    assert top["rewrite"]["speedup"] > 1.4
+
+
 def test_new_large_arrays_in_a_loop_are_fresh_memory(tmp_path, roof):
     # 64 MB each time: glibc maps it afresh (over its 32 MiB threshold) and the kernel zeroes
     # its pages before np.ones writes them; into memory kept by the allocator, only the write
@@ -186,6 +205,10 @@ def test_the_cli_returns_the_programs_status_and_refuses_a_missing_file(tmp_path
     ({"kind": "temporaries", "seconds": 0.01, "hits": 5, "new_bytes": 48e6,
       "temporaries_bytes": 32e6, "as_written_s": 0.004, "reused_s": 0.002},
      ["48.0 MB of new arrays", "4 ms as written", "2 ms with freed memory reused"]),
+    ({"kind": "large-intermediate", "seconds": 0.1, "hits": 8, "largest_bytes": 69.12e6,
+      "own_bytes": 17.28e6, "rows": 1820, "as_written_s": 0.0515, "blocked_s": 0.0446},
+     ["69.1 MB, 4x what it reads and writes (17.3 MB)", "blocks of 1820 rows",
+      "44.6 ms against 51.5 ms", "8 runs"]),
 ])
 def test_each_cause_is_worded_from_its_numbers(cause, words):
     text = cause_evidence(cause)

@@ -4,8 +4,8 @@ Each cause is a :class:`Cause`: its kind, the seconds of the line it holds (per 
 measured on the replay, times the executions the recording counted, never more than the line's
 recorded time), and the numbers behind it. The wording is written in
 :mod:`chokepoint.report.program`. Causes are handed the line's time once, in this order: fresh
-memory, BLAS threads, per-call and interpreter overhead, then what the operation probes of
-``explain`` found in what is left.
+memory, BLAS threads, a large intermediate (:mod:`.blocked`), per-call and interpreter
+overhead, then what the operation probes of ``explain`` found in what is left.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from ..explain.api import allocated, floor_of, measured_rewrite, probe_operation
 from ..explain.findings import derive_findings
 from ..explain.lines import line_rewrites
 from ..explain.model import build_model
-from ..explain.probes import ProbeSettings, significant
+from ..explain.probes import ProbeSettings, clear_after_three, significant
 from ..explain.trace import Trace, trace
 from ..measure import statements as _statements
 from ..measure.roofline import Roofline
-from ..measure.timer import Measurement
+from ..measure.timer import Measurement, measure_interleaved
+from .blocked import blocked, largest_intermediate
 from .record import LineStat
 from .replay import (
     is_simple_name_assign,
@@ -240,6 +241,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
         times = timed_under(fn, variants, restore=restore, mutates=replay.mutates)
     as_written = Measurement(times[0], 1)
     replay_s = as_written.median
+    fresh_saved = 0.0  # per run
     if fresh:
         reused = times[variants.index(reused_memory)]
         kind = "temporaries" if model.temporaries else "allocation"
@@ -247,8 +249,8 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                    "new_bytes": new_bytes, "temporaries_bytes": model.temporaries,
                    "hits": stat.hits}
         if significant(times[0], reused):
-            saved = replay_s - numbers["reused_s"]
-            causes.append(Cause(kind, ledger.take(saved * stat.hits), numbers))
+            fresh_saved = replay_s - numbers["reused_s"]
+            causes.append(Cause(kind, ledger.take(fresh_saved * stat.hits), numbers))
         else:
             ruled.append({"kind": kind, **numbers})
 
@@ -273,8 +275,21 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
         else:
             ruled.append({"kind": "blas-threads", **numbers})
 
-    # 3. the value (for the rewrites), and a rewrite checked on it and timed against the line
+    # 2. a large intermediate (a broadcast): the line on blocks of its result's rows
     result = tr.result if isinstance(tr.result, np.ndarray) and expr is not None else None
+    block_rewrite = None
+    if result is not None and not replay.mutates and time.perf_counter() < deadline:
+        cause, block_rewrite = _blocked_cause(expr, is_simple_name_assign(st.tree), ns, inputs,
+                                              result, ops, settings, stat.hits)
+        if cause is not None and block_rewrite is not None:
+            # evaluated on blocks, the intermediates' page faults go too: what the fresh-memory
+            # probe took already is not counted twice
+            cause.seconds = ledger.take(max(0.0, cause.seconds - fresh_saved * stat.hits))
+            causes.append(cause)
+        elif cause is not None:
+            ruled.append({"kind": cause.kind, **cause.numbers})
+
+    # 3. the value (for the rewrites), and a rewrite checked on it and timed against the line
     found_rewrite, suggestion = None, None
     in_lines = []
     if rewrite and time.perf_counter() > deadline:
@@ -291,7 +306,8 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                     in_lines = line_rewrites(tr.lines, min_time=settings.min_time)
         except Exception as exc:  # the line's other measurements stand
             notes.append(f"a rewrite could not be tried: {type(exc).__name__}: {exc}")
-    rewrite_out = _rewrite(found_rewrite, in_lines, replay_s, stat, line_s)
+    rewrite_out = _rewrite(found_rewrite, in_lines + [block_rewrite] * bool(block_rewrite),
+                           replay_s, stat, line_s)
 
     # 4. the operations alone (explain's per-operation probes on those that matter)
     late = time.perf_counter() > deadline
@@ -344,6 +360,40 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                         causes=causes, ruled_out=ruled, rewrite=rewrite_out, notes=notes,
                         ops=[{k: r[k] for k in ("name", "time_s", "in_bytes", "out_bytes",
                                                  "flops")} for r in rows])
+
+
+def _blocked_cause(expr: _statements.Statement, target: str | None, ns: dict, inputs: dict,
+                   result: np.ndarray, ops, settings: ProbeSettings,
+                   hits: int) -> tuple[Cause | None, dict | None]:
+    """The ``large-intermediate`` cause: the line as written against the same expression on
+    blocks of rows (:func:`.blocked.blocked`), with the same values; the cause (its seconds
+    the whole saving over the run; None where nothing was tried) and the blocked code as a
+    rewrite where it measured faster."""
+    largest = largest_intermediate(ops, inputs, result)
+    plan = blocked(expr.source, target, ns, inputs, result, largest) if largest else None
+    if plan is None:
+        return None, None
+    try:
+        with np.errstate(all="ignore"):
+            same = np.array_equal(plan.call(), result, equal_nan=result.dtype.kind in "fc")
+    except Exception:  # the expression does not take a block of rows
+        same = False
+    if not same:  # it mixes rows: blocks give other values
+        return None, None
+    with np.errstate(all="ignore"):
+        written, on_blocks = measure_interleaved(
+            [expr.function(ns), plan.call], min_time=settings.min_time,
+            repeats=settings.repeats, enough=clear_after_three)
+    numbers = {"largest_bytes": largest,
+               "own_bytes": sum(a.nbytes for a in inputs.values()) + result.nbytes,
+               "rows": plan.rows, "as_written_s": written.median,
+               "blocked_s": on_blocks.median, "hits": hits}
+    saved = written.median - on_blocks.median
+    if saved <= 0 or not significant(written.times, on_blocks.times):
+        return Cause("large-intermediate", 0.0, numbers), None
+    rewrite = {"statement": plan.code, "speedup": written.median / on_blocks.median,
+               "measured_s": on_blocks.median, "values": "same values", "note": ""}
+    return Cause("large-intermediate", saved * hits, numbers), rewrite
 
 
 def _rewrite(found: dict | None, in_lines: list[dict], replay_s: float, stat: LineStat,

@@ -17,6 +17,8 @@ __all__ = ["cause_evidence", "cause_suggestion", "json_ready", "program_html", "
 
 #: lines shown in the text report's table (the rest collapsed into one row)
 SHOWN_LINES = 12
+#: the indent of a rewrite's code lines in the headline (kept as written, never folded)
+CODE_INDENT = "      "
 #: below this share of the run, all the recoverable time together is "little to recover"
 LITTLE = 0.1
 
@@ -60,6 +62,12 @@ def cause_evidence(cause: dict) -> str:
         return (f"the matrix product took {_ms(cause['all_threads_s'])} with "
                 f"{cause['threads']} BLAS threads and {_ms(cause['one_thread_s'])} with one"
                 f"{per}{busy}")
+    if kind == "large-intermediate":
+        ratio = cause["largest_bytes"] / max(cause["own_bytes"], 1)
+        return (f"its largest intermediate is {_mb(cause['largest_bytes'])}, {ratio:.0f}x what "
+                f"it reads and writes ({_mb(cause['own_bytes'])}): on blocks of "
+                f"{cause['rows']} rows it took {_ms(cause['blocked_s'])} against "
+                f"{_ms(cause['as_written_s'])} as written{per}, with the same values")
     if kind == "overhead":
         if cause.get("header"):
             return (f"the interpreter's work of looping: {hits} iterations, "
@@ -84,6 +92,9 @@ def cause_suggestion(cause: dict, line: dict) -> str:
     if kind == "blas-threads":
         return ("limit BLAS to one thread around this product (threadpoolctl."
                 "threadpool_limits(1)), or leave the other cores free")
+    if kind == "large-intermediate":
+        return ("make no intermediate larger than the result: reformulate it (a matrix "
+                "product, np.einsum) or evaluate it on blocks of rows that fit in the cache")
     if kind == "overhead":
         if cause.get("header") or line.get("loop"):
             return ("vectorise the loop: one NumPy call over all iterations instead of one "
@@ -146,8 +157,13 @@ def _headline_lines(r) -> list[str]:
                    "interpreter and per-call overhead")
     if top["rewrite"]:
         rw = top["rewrite"]
-        out.append(f"  rewrite: {rw['code']} -- {rw['speedup']:.1f}x faster on your values "
-                   f"({rw.get('values') or 'checked'}), saves {_ms(rw['saved_s'])}")
+        said = (f"{rw['speedup']:.1f}x faster on your values "
+                f"({rw.get('values') or 'checked'}), saves {_ms(rw['saved_s'])}")
+        if "\n" in rw["code"]:  # a loop: its lines as code, not folded into one
+            out.append(f"  rewrite, {said}:")
+            out += [CODE_INDENT + visible(code) for code in rw["code"].splitlines()]
+        else:
+            out.append(f"  rewrite: {rw['code']} -- {said}")
     elif top["cause"] and (advice := cause_suggestion(top["causes"][0], top)):
         out.append(f"  -> {advice}")
     if top["why_not"]:
@@ -165,7 +181,8 @@ def program_text(r, width: int | None = None) -> str:
     out = [f"chokepoint run {' '.join(r.argv) or r.program}: {_ms(r.wall_s)}, exit status "
            f"{r.exit_status}; recording cost {_ms(r.recording_s)}, probing "
            f"{_ms(r.probing_s)}", ""]
-    out += [textwrap.fill(text, width, subsequent_indent="      ", break_on_hyphens=False)
+    out += [text if text.startswith(CODE_INDENT) else
+            textwrap.fill(text, width, subsequent_indent="      ", break_on_hyphens=False)
             for text in _headline_lines(r)]
     out += ["", f"{'line':<{src_w}} {'hits':>7} {'time':>9} {'share':>6} {'rate':>12} "
             f"{'floor':>9} {'recover':>9} {'cause':<13} code"]
@@ -296,7 +313,18 @@ def _roofline(r) -> str:
 def program_html(r) -> str:
     """A self-contained page: headline and rewrite first, the lines table, the source of the
     hot functions with a heat bar per line, the measured causes."""
-    head = "".join(f"<div>{_e(t)}</div>" for t in _headline_lines(r))
+    parts: list[str] = []
+    code: list[str] = []
+    for text in [*_headline_lines(r), ""]:
+        if text.startswith(CODE_INDENT):  # a rewrite's lines: one block, as written
+            code.append(text.removeprefix(CODE_INDENT))
+            continue
+        if code:
+            parts.append(f"<pre>{_e(chr(10).join(code))}</pre>")
+            code = []
+        if text:
+            parts.append(f"<div>{_e(text)}</div>")
+    head = "".join(parts)
     rows = []
     for line in r.lines[:40]:
         rows.append(
