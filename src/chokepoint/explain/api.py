@@ -39,7 +39,7 @@ from .probes import (
     subset,
     time_op,
 )
-from .rewrite import FASTER, find_rewrite
+from .rewrite import CLOSE_ULP, FASTER, find_rewrite, max_ulp
 from .trace import trace
 
 __all__ = ["PROBED", "ExplainError", "Explanation", "allocated", "explain", "floor_of",
@@ -462,27 +462,6 @@ def measured_rewrite(statement: Statement, namespace, inputs, result, total: flo
     return rewrite, suggestion
 
 
-def _max_ulp(ours: np.ndarray, theirs: np.ndarray) -> float:
-    """The largest difference between two float arrays in units of the last place of the
-    largest magnitude of ``theirs`` (normwise: a sum that cancels to almost 0 keeps the
-    rounding of its terms); 0 when equal, NaN where NaN; inf when they differ at an inf."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        same = (ours == theirs) | (np.isnan(ours) & np.isnan(theirs))
-        if same.all():
-            return 0.0
-        if (~np.isfinite(ours[~same])).any() or (~np.isfinite(theirs[~same])).any():
-            return float("inf")
-        finite = theirs[np.isfinite(theirs)]
-        scale = np.spacing(np.max(np.abs(finite)).astype(theirs.dtype))
-        return float(np.max(np.abs(ours[~same] - theirs[~same])) / scale)
-
-
-#: the fused kernel is proposed when its values are this close to NumPy's, in ulp of the
-#: result's largest magnitude (transcendental functions differ from NumPy's by a few ulp;
-#: arithmetic is bitwise equal)
-FUSED_ULP = 4
-
-
 def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: Roofline,
                    min_time: float, tr) -> tuple[dict | None, str | None]:
     """``chokepoint.fuse(...)`` for an expression of two or more elementwise operations, its
@@ -505,9 +484,8 @@ def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: 
         return None, None  # not fusable (a reduction, indexing, a Python branch...)
     if ours.shape != result.shape or ours.dtype != result.dtype:
         return None, None
-    ulp = _max_ulp(ours, result) if result.dtype.kind == "f" else float(
-        not np.array_equal(ours, result))
-    if ulp > FUSED_ULP:
+    ulp = max_ulp(ours, result)  # an integer or boolean result: 0 when equal, else inf
+    if ulp > CLOSE_ULP:
         return None, None
     code = f"chokepoint.fuse({statement.source!r})({', '.join(f'{n}={n}' for n in names)})"
     statement_fn = statement.function(dict(namespace))

@@ -9,7 +9,9 @@ parameters (PyTorch's names and defaults, and the rule that checks each one), wh
   ``relu_with_mask``: entries with ``resolve=None``, written out in :mod:`.api`);
 * :mod:`.dispatch` takes its table of names, the torch / dask / CuPy handlers theirs;
 * ``chokepoint.__all__`` and ``chokepoint.kernels.__all__`` list them;
-* :func:`rewrite_candidates` lists, for ``explain``, the NumPy formulations each kernel replaces;
+* ``explain`` tries every kernel, with its defaults and with the numbers a statement writes as
+  its parameters, and proposes the one whose values match (:mod:`chokepoint.explain.rewrite`);
+  each entry's ``formulation`` is the NumPy code it replaces, which a test checks is recognised;
 * :func:`semantics_table` writes the README's table (a test checks that the README has it).
 
 Adding an activation is one :data:`~.ops.OPS` expression per pass and one entry here (see
@@ -21,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["KERNELS", "NAMES", "Kernel", "Param", "rewrite_candidates", "semantics_table"]
+__all__ = ["KERNELS", "NAMES", "Kernel", "Param", "semantics_table"]
 
 #: the checks a parameter can have (implemented in :mod:`.api`)
 CHECKS = ("real", "at_zero", "approximate", "dtype")
@@ -75,7 +77,8 @@ class Kernel:
     check : callable, optional
         ``check(name, values)`` for rules across parameters (``min_val <= max_val``).
     formulation : str
-        The NumPy formulation it replaces (for explain's rewrites), with ``X`` and ``G``.
+        The NumPy code it replaces, with ``X`` and ``G`` (``erf`` is SciPy's): explain
+        recognises it (``tests/explain/test_rewrite.py`` checks each).
     forward : str
         For backward kernels: the forward kernel's name.
     """
@@ -157,13 +160,15 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("gelu_backward", 2, (_APPROXIMATE,), _gelu_op("_backward"),
            "``grad * gelu'(x)`` in one fused pass, PyTorch's ``gelu_backward``.",
            "``grad * (Phi(x) + x * phi(x))`` (or the derivative of the tanh form).",
-           forward="gelu"),
+           forward="gelu", formulation="G * (0.5 * (1 + erf(X / np.sqrt(2))) "
+                                       "+ X * np.exp(-0.5 * X * X) / np.sqrt(2 * np.pi))"),
     Kernel("silu", 1, (), lambda p: ("silu", {}),
            "Sigmoid linear unit (swish), ``x * sigmoid(x)``, PyTorch's ``silu``.",
            "Computed as ``x / (1 + exp(-x))``.", formulation="X / (1 + np.exp(-X))"),
     Kernel("silu_backward", 2, (), lambda p: ("silu_backward", {}),
            "``grad * silu'(x)`` in one fused pass, PyTorch's ``silu_backward``.",
-           "``grad * s * (1 + x * (1 - s))`` with ``s = sigmoid(x)``.", forward="silu"),
+           "``grad * s * (1 + x * (1 - s))`` with ``s = sigmoid(x)``.", forward="silu",
+           formulation="G / (1 + np.exp(-X)) * (1 + X * (1 - 1 / (1 + np.exp(-X))))"),
     Kernel("elu", 1, (_ALPHA,), lambda p: ("elu", {"alpha": p["alpha"]}),
            "Exponential linear unit: ``x`` where ``x > 0``, else ``alpha * (exp(x) - 1)``.",
            "PyTorch's ``elu`` (scale 1): ``expm1`` for accuracy near 0; ``elu(-0.0)`` is "
@@ -171,7 +176,7 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("elu_backward", 2, (_ALPHA,), lambda p: ("elu_backward", {"alpha": p["alpha"]}),
            "``grad * elu'(x)`` in one fused pass, PyTorch's ``elu_backward`` (from ``x``).",
            "``grad * alpha * exp(x)`` where ``x <= 0`` (0 included), else ``grad`` (NaN too).",
-           forward="elu"),
+           forward="elu", formulation="np.where(X > 0, G, G * np.exp(X))"),
     Kernel("softplus", 1, (_BETA, _THRESHOLD),
            lambda p: ("softplus", {"beta": p["beta"], "threshold": p["threshold"]}),
            "Softplus, ``log1p(exp(beta * x)) / beta``, linear where ``beta * x > threshold``.",
@@ -179,21 +184,13 @@ KERNELS: tuple[Kernel, ...] = (
     Kernel("softplus_backward", 2, (_BETA, _THRESHOLD),
            lambda p: ("softplus_backward", {"beta": p["beta"], "threshold": p["threshold"]}),
            "``grad * sigmoid(beta * x)`` in one fused pass, ``grad`` in the linear region.",
-           "PyTorch's ``softplus_backward``.", forward="softplus"),
+           "PyTorch's ``softplus_backward``.", forward="softplus",
+           formulation="G / (1 + np.exp(-X))"),
 )
 
 #: the public kernels' names, in registry order
 NAMES: tuple[str, ...] = tuple(k.name for k in KERNELS)
 BY_NAME: dict[str, Kernel] = {k.name: k for k in KERNELS}
-
-
-def rewrite_candidates() -> list[tuple[str, str]]:
-    """``(kernel, numpy_formulation)`` for every kernel that replaces a NumPy formulation.
-
-    The formulation uses ``X`` for the input and ``G`` for the gradient; explain can offer
-    ``chokepoint.<kernel>`` wherever it sees it.
-    """
-    return [(k.name, k.formulation) for k in KERNELS if k.formulation]
 
 
 def semantics_table() -> str:

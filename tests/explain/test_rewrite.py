@@ -1,0 +1,71 @@
+"""explain's rewrites by value: every registered kernel's NumPy formulation is recognised."""
+
+import math
+
+import numpy as np
+import pytest
+
+from chokepoint.explain.rewrite import CLOSE_ULP, find_rewrite, literals
+from chokepoint.kernels.registry import KERNELS
+
+ERF = np.vectorize(math.erf, otypes=[np.float64])  # SciPy's erf, without SciPy
+
+
+def _found(statement: str, dtype=np.float64, scale: float = 3.0):
+    rng = np.random.default_rng(0)
+    X = (rng.standard_normal(100_000) * scale).astype(dtype)
+    G = rng.standard_normal(100_000).astype(dtype)
+    ns = {"np": np, "X": X, "G": G, "erf": ERF}
+    with np.errstate(all="ignore"):
+        result = np.asarray(eval(statement, ns))
+    names = {n for n in ("G", "X") if n in statement.replace("np.", "")}
+    return find_rewrite(statement, ns, {n: ns[n] for n in sorted(names)}, result)
+
+
+@pytest.mark.parametrize("kernel", [k for k in KERNELS if k.formulation], ids=lambda k: k.name)
+def test_each_kernels_numpy_formulation_gets_that_kernel(kernel):
+    found = _found(kernel.formulation)
+    assert found is not None, kernel.formulation
+    assert found.statement.startswith(f"chokepoint.{kernel.name}("), found.statement
+    assert found.ulp <= CLOSE_ULP
+
+
+def test_every_kernel_but_the_mask_forward_has_a_formulation():
+    assert {k.name for k in KERNELS if not k.formulation} == {"relu_with_mask"}
+
+
+@pytest.mark.parametrize(("statement", "dtype", "call"), [
+    ("np.clip(X, -2, 2)", np.float64, "chokepoint.hardtanh(X, min_val=-2, max_val=2)"),
+    ("np.where(X > 0, X, 0.2 * X)", np.float32, "chokepoint.leaky_relu(X, negative_slope=0.2)"),
+    ("np.where(X > 0, X, 1.5 * np.expm1(X))", np.float64, "chokepoint.elu(X, alpha=1.5)"),
+    ("np.log1p(np.exp(2 * X)) / 2", np.float32, "chokepoint.softplus(X, beta=2)"),
+    ("0.5 * X * (1 + np.tanh(np.sqrt(2 / np.pi) * (X + 0.044715 * X ** 3)))", np.float64,
+     "chokepoint.gelu(X, approximate='tanh')"),
+    ("np.clip(X, 0, 6)", np.float32, "chokepoint.relu6(X)"),  # before hardtanh(0, 6)
+])
+def test_the_numbers_a_statement_writes_are_tried_as_parameters(statement, dtype, call):
+    found = _found(statement, dtype)
+    assert found is not None and found.statement == call
+
+
+def test_exact_kernels_say_same_values_and_transcendental_ones_say_their_ulp():
+    assert _found("np.maximum(X, 0)").values == "same values"
+    silu = _found("X / (1 + np.exp(-X))")
+    assert 0 < silu.ulp <= CLOSE_ULP and silu.values.startswith("values within")
+
+
+def test_a_gradient_times_a_mask_says_where_infinities_differ():
+    # G * (X > 0) is NaN at G = inf and X <= 0 (inf * 0); torch's relu_backward gives 0
+    found = _found("G * (X > 0)")
+    assert found.statement == "chokepoint.relu_backward(G, X)"
+    assert "infinite" in found.values and "infinite inputs" in found.note
+
+
+@pytest.mark.parametrize("statement", ["X * 2 + 1", "np.maximum(X, 0.5)", "np.exp(X)",
+                                       "np.where(X > 0, X, 0.3 * X) + 1"])
+def test_other_code_gets_no_kernel(statement):
+    assert _found(statement) is None
+
+
+def test_literals_read_negative_numbers_and_skip_booleans():
+    assert literals("np.clip(X, -2, 2.5) * True + X ** 3 - 2") == [-2, 2.5, 3, 2]
