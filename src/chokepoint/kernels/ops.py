@@ -127,7 +127,8 @@ _TABLE = [
     Op("elu", 1, "select(v > zero, v, expm1(v) * alpha)"),
     # elu'(NaN) = 1, as torch's float32 kernels and its scalar loop (its float64 vector loop
     # gives NaN: an inconsistency we do not copy).
-    Op("elu_backward", 2, "select(v <= zero, g * alpha * exp(v), g)"),
+    # NaN x gives NaN (as torch's vectorised kernel; its scalar tail loop gives grad)
+    Op("elu_backward", 2, "select(v > zero, g, g * alpha * exp(v))"),
     # softplus: x where beta * x > threshold, else log1p(exp(beta * x)) / beta.
     Op("softplus", 1, "select(v * beta > threshold, v, log1p(exp(v * beta)) / beta)"),
     Op("softplus_backward", 2,

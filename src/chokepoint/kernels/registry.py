@@ -175,7 +175,8 @@ KERNELS: tuple[Kernel, ...] = (
            "``-0.0``.", formulation="np.where(X > 0, X, np.expm1(X))"),
     Kernel("elu_backward", 2, (_ALPHA,), lambda p: ("elu_backward", {"alpha": p["alpha"]}),
            "``grad * elu'(x)`` in one fused pass, PyTorch's ``elu_backward`` (from ``x``).",
-           "``grad * alpha * exp(x)`` where ``x <= 0`` (0 included), else ``grad`` (NaN too).",
+           "``grad * alpha * exp(x)`` where ``x <= 0`` (0 included), else ``grad``; NaN at "
+           "NaN ``x``, as torch's vectorised kernel.",
            forward="elu", formulation="np.where(X > 0, G, G * np.exp(X))"),
     Kernel("softplus", 1, (_BETA, _THRESHOLD),
            lambda p: ("softplus", {"beta": p["beta"], "threshold": p["threshold"]}),
