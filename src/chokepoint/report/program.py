@@ -19,8 +19,6 @@ __all__ = ["cause_evidence", "cause_suggestion", "json_ready", "program_html", "
 SHOWN_LINES = 12
 #: the indent of a rewrite's code lines in the headline (kept as written, never folded)
 CODE_INDENT = "      "
-#: below this share of the run, all the recoverable time together is "little to recover"
-LITTLE = 0.1
 
 
 def _ms(s: float | None) -> str:
@@ -131,7 +129,7 @@ def _headline_lines(r) -> list[str]:
     top = r.lines[0]
     out = []
     recoverable = sum(line["recoverable_s"] for line in r.lines)
-    if r.wall_s > 0 and recoverable < LITTLE * r.wall_s:
+    if r.wall_s > 0 and r.little_to_recover:
         slowest = max(r.lines, key=lambda line: line["time_s"])
         out.append(f"little to recover: the lines' recoverable time adds up to "
                    f"{_ms(recoverable)} ({_pct(recoverable / r.wall_s)} of the run); the "
