@@ -244,3 +244,51 @@ def test_a_large_elementwise_operation_is_probed_on_its_first_rows():
     assert subset(add, limit=X.nbytes) == (add, 1.0)  # not twice the limit: whole
     total, = _trace("X.sum()", X=X).ops
     assert subset(total, limit=100) == (total, 1.0)  # not elementwise: whole
+
+
+def test_arrays_the_users_code_makes_are_traced_too(tmp_path, monkeypatch):
+    # a function that makes its own arrays (a mandelbrot's grid): its operations are seen
+    (tmp_path / "grid.py").write_text(
+        "import numpy as np\n"
+        "def f(n):\n"
+        "    x = np.linspace(0.0, 1.0, n)\n"
+        "    z = np.zeros_like(x)\n"
+        "    return np.sqrt(x * x + z + 1.0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from grid import f
+
+    linspace = np.linspace
+    tr = trace("f(1000)", {"f": f}, [])
+    names = [op.name for op in tr.ops]
+    assert names[0] == "linspace" and "zeros_like" in names and names[-1] == "sqrt"
+    assert all(op.kind != "opaque" for op in tr.ops)
+    assert np.array_equal(tr.result, f(1000))
+    assert np.linspace is linspace  # put back: NumPy's own function again
+
+
+def test_arrays_a_library_makes_stay_plain():
+    import os
+
+    from chokepoint.explain.trace import CREATIONS, Traced, Tracer, _creations_traced
+
+    # code in NumPy's (or any library's) files gets NumPy's own arrays during a trace
+    library = compile("np.zeros(3)", os.path.join(os.path.dirname(np.__file__), "fake.py"),
+                      "eval")
+    mine = compile("np.zeros(3)", "<statement>", "eval")
+    tracer = Tracer()
+    before = [getattr(np, name) for name in CREATIONS]
+    with _creations_traced(tracer):
+        assert not isinstance(eval(library, {"np": np}), Traced)
+        assert isinstance(eval(mine, {"np": np}), Traced)
+    assert [op.name for op in tracer.trace.ops] == ["zeros"]
+    assert [getattr(np, name) for name in CREATIONS] == before
+
+
+def test_an_array_made_from_no_array_keeps_the_dtype_asked_for():
+    # np.ones(n) holds only ones, which fit in bool: not a "wide output", the user's choice
+    tr = trace("np.ones(1000)", {"np": np}, [])
+    assert [op.name for op in tr.ops] == ["ones"]
+    assert build_model(tr, {}).narrow_dtype == np.dtype(np.float64)
+    # made from an input, the values still count
+    X = np.arange(1000.0)
+    assert build_model(_trace("X > 500", X=X), {"X": X}).narrow_dtype == np.dtype(bool)

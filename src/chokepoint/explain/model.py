@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .probes import WHOLE_ARRAY
-from .trace import Op, Trace, advanced
+from .trace import CREATIONS, Op, Trace, advanced
 
 __all__ = ["Model", "build_model", "narrowest_dtype", "one_pass_bytes"]
 
@@ -98,6 +98,9 @@ def build_model(tr: Trace, inputs: dict[str, np.ndarray]) -> Model:
     result = tr.result if isinstance(tr.result, np.ndarray) else None
     result_bytes = result.nbytes if result is not None else 0
     narrow = narrowest_dtype(result) if result is not None else None
+    if result is not None and any(op.name in CREATIONS and not op.inputs
+                                  and op.result_array is result for op in ops):
+        narrow = result.dtype  # np.ones(n), np.arange(n): the dtype the user asked for
     result_min = result.size * narrow.itemsize if result is not None else 0
     final = {id(result)} if result is not None else set()
     base_ids = {id(a) for a in inputs.values()}

@@ -10,20 +10,23 @@ they lead to shows up as one opaque operation (see :func:`trace`).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
 import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from ..measure.statements import Statement, as_statement
+from ..measure.usercode import user_file
 
-__all__ = ["Op", "Trace", "Traced", "advanced", "flops_of", "trace"]
+__all__ = ["CREATIONS", "Op", "Trace", "Traced", "advanced", "flops_of", "trace"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
@@ -444,6 +447,44 @@ def _user_frame():
     return None
 
 
+#: NumPy functions that make an array from no array: wrapped while a statement is traced, so
+#: that the arrays the user's code makes (a grid from ``np.linspace``, ``np.zeros``) are traced
+#: too, not only the statement's inputs
+CREATIONS = ("zeros", "ones", "empty", "full", "linspace", "logspace", "geomspace", "arange",
+             "eye", "identity", "array", "copy", "zeros_like", "ones_like", "empty_like",
+             "full_like")
+
+
+def _holds_traced(args: tuple, kwargs: dict) -> bool:
+    return any(isinstance(v, Traced) for v in (*args, *kwargs.values()))
+
+
+@contextlib.contextmanager
+def _creations_traced(tracer: Tracer) -> Iterator[None]:
+    """NumPy's :data:`CREATIONS` return traced arrays when the user's code calls them (code
+    outside NumPy, site-packages and chokepoint: a library calling ``np.zeros`` gets its plain
+    array), for the duration of the block. A call given a traced array goes through the
+    array-function protocol as before."""
+    originals = {name: getattr(np, name) for name in CREATIONS}
+
+    def traced(name: str, original: Callable) -> Callable:
+        @functools.wraps(original)
+        def make(*args, **kwargs):
+            caller = sys._getframe(1).f_code.co_filename
+            if _holds_traced(args, kwargs) or not user_file(caller, pseudo=True):
+                return original(*args, **kwargs)
+            return tracer.call(name, original, args, kwargs, kind="function")
+        return make
+
+    try:
+        for name, original in originals.items():
+            setattr(np, name, traced(name, original))
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(np, name, original)
+
+
 def trace(statement: str | Statement, namespace: dict, inputs: list[str]) -> Trace:
     """Run ``statement`` once in ``namespace`` with the arrays named in ``inputs`` traced.
 
@@ -459,7 +500,8 @@ def trace(statement: str | Statement, namespace: dict, inputs: list[str]) -> Tra
     scope = dict(namespace)
     for name in inputs:
         scope[name] = tracer.wrap(namespace[name], name)
-    value = statement.function(scope)()
+    with _creations_traced(tracer):
+        value = statement.function(scope)()
     result = _unwrap(value)
     t = tracer.trace
     plain = isinstance(result, np.ndarray) and not isinstance(value, Traced)

@@ -24,45 +24,21 @@ from __future__ import annotations
 import ast
 import linecache
 import os
-import site
 import sys
-import sysconfig
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..measure.usercode import user_file
+
 __all__ = ["Capture", "LineStat", "Recorder", "SourceMap", "Statement", "fingerprint",
            "user_file"]
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: arrays this small are copied when captured (cheaper than a fingerprint, and exact)
 SMALL_COPY = 64 * 2**10
 #: elements sampled per array for the fingerprint of a large array
 SAMPLES = 64
-
-
-def _library_dirs() -> tuple[str, ...]:
-    dirs = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
-    dirs.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
-    if getattr(site, "ENABLE_USER_SITE", False) and site.getusersitepackages():
-        dirs.add(site.getusersitepackages())
-    dirs.add(_PACKAGE_DIR)
-    return tuple(sorted(os.path.realpath(d) + os.sep for d in dirs if d))
-
-
-_LIBRARY_DIRS = _library_dirs()
-
-
-def user_file(filename: str, include: tuple[str, ...] = ()) -> bool:
-    """Whether code from ``filename`` is the user's: a real file outside the standard library,
-    site-packages and chokepoint, or under one of ``include`` (absolute prefixes)."""
-    if not filename or filename.startswith("<"):
-        return filename.startswith("<ipython-input") or filename.startswith("<cell")
-    path = os.path.realpath(filename)
-    if any(path == p or path.startswith(p.rstrip(os.sep) + os.sep) for p in include):
-        return True  # asked for by name: even inside site-packages
-    return not any(path.startswith(d) for d in _LIBRARY_DIRS)
 
 
 @dataclass(frozen=True)
