@@ -115,7 +115,7 @@ def test_a_product_far_below_both_ceilings_is_not_memory_bound(roof):
     m = model(bytes_moved=12_000_000, bytes_inputs=2_000_000, result_bytes=0,
               result_bytes_min=0, passes=8)
     found, _, minor, main = derive_findings([thin, ewise], m, 8.1 * MS, roof, rewrite=None,
-                                            peak_extra=None)
+                                        peak_extra=None)
     shares = kinds(found + minor)
     assert main[0] is None
     # what the bytes could cost: 10 MB beyond one pass at the 20 GB/s the maximum reached,
@@ -327,3 +327,17 @@ def test_three_repeats_settle_only_a_clear_comparison(base, changed, clear):
     assert clear_after_three([base, changed]) is clear
     if clear:  # stopping early never changes the verdict the full rule gives on them
         assert significant(base, changed) == (np.median(changed) < 0.8 * np.median(base))
+
+
+def test_extra_passes_of_compute_bound_operations_cost_their_bytes_at_the_roof(roof):
+    # sin and cos at 3.2 GB/s (no probe finds memory their limit): fused into one pass they
+    # take as long. The 64 MB beyond one pass cost at most 64 MB at the 20 GB/s roof
+    ops = [op("np.sin(a)", 10, [probe("cache", 1.0, 1.0)]),
+           op("np.cos(t1)", 10, [probe("cache", 1.0, 1.0)], produces_result=True)]
+    m = model(bytes_moved=128_000_000, passes=2)
+    found, _, minor, _ = derive_findings(ops, m, 20 * MS, roof, rewrite=None,
+                                        peak_extra=None)
+    passes = [f for f in [*found, *minor] if f.kind == "extra-passes"]
+    assert passes, [f.kind for f in found]
+    assert passes[0].share * 20 * MS <= 64e6 / roof.bandwidth + 1e-12  # 3.2 ms, not 10 ms
+    assert kinds(found).get("compute-bound", 0) > 0.8

@@ -18,6 +18,7 @@ are in :mod:`chokepoint.report.words`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -293,17 +294,19 @@ def _take(i: int, pools: list[Cause], seconds: float) -> float:
 
 
 def byte_causes(ops: list[OpEvidence], model: Model, memory: Cause,
-                compute: Cause) -> list[Cause]:
+                compute: Cause, bandwidth: float = math.inf) -> list[Cause]:
     """Extra passes and a wide output, from the byte model, carved out of the time of the
     operations that move those bytes: the memory-bound time first, then the compute-bound time
-    of operations that are not matrix products (an extra pass costs its operation's time
-    whichever ceiling holds it).
+    of operations that are not matrix products.
 
     Each operation gives the fraction of its pooled time that its extra bytes are of its bytes
     (:attr:`OpEvidence.needed`: the bytes one pass per step needs of it, see
-    :func:`chokepoint.explain.model.one_pass_bytes`), so an estimate never exceeds the measured
-    time of the operations it is drawn from, and the seconds the sentence gives are the
-    seconds the share is."""
+    :func:`chokepoint.explain.model.one_pass_bytes`); for a compute-bound operation, at most
+    what moving those bytes at ``bandwidth`` (the measured roof) takes: a chain of ``sin`` and
+    ``cos`` is as slow fused into one pass (197 ms against 196 ms as written), its time is
+    arithmetic, not bytes. So an
+    estimate never exceeds the measured time of the operations it is drawn from, and the
+    seconds the sentence gives are the seconds the share is."""
     elementwise = Cause("compute-bound",
                         seconds={i: t for i, t in compute.seconds.items() if not ops[i].gemm})
     pools = [memory, elementwise]
@@ -325,8 +328,10 @@ def byte_causes(ops: list[OpEvidence], model: Model, memory: Cause,
         surplus = (op.nbytes - op.needed if op.needed is not None
                    else op.nbytes * fraction) if model.passes > 1 else 0.0
         surplus = min(max(surplus, 0.0), op.nbytes - wasted)
-        need_passes[i] = pooled[i] * surplus / op.nbytes
-        need_wide[i] = pooled[i] * wasted / op.nbytes
+        # a compute-bound operation's bytes cost at most their time at the roof
+        roof_s = (lambda b: math.inf) if memory.seconds.get(i) else (lambda b: b / bandwidth)
+        need_passes[i] = min(pooled[i] * surplus / op.nbytes, roof_s(surplus))
+        need_wide[i] = min(pooled[i] * wasted / op.nbytes, roof_s(wasted))
         priced += surplus
         wasted_priced += wasted
         writers_s += pooled[i] if wasted > 0 else 0.0
@@ -372,7 +377,7 @@ def derive_findings(
     main = _main_causes(len(ops), [*causes.values()])  # before the byte counts take theirs
     for op, left in zip(ops, ledger.left, strict=True):
         op.unexplained = left
-    extra = byte_causes(ops, model, memory, causes[compute_rule])
+    extra = byte_causes(ops, model, memory, causes[compute_rule], roof.bandwidth)
     scale = max(total, sum(op.seconds for op in ops))
 
     def share(seconds: float) -> float:
