@@ -420,3 +420,35 @@ def test_a_fork_while_another_thread_compiles_leaves_a_working_child(tmp_path, b
     done = subprocess.run([sys.executable, "-c", _FORK_MID_COMPILE.format(delay=delay)],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "child 0", done.stdout + done.stderr[-2000:]
+
+
+_FORK_DURING_BUILD = """
+import os, threading, time
+from chokepoint.kernels import native
+started = threading.Event()
+def build():  # stands for a C build: it holds the build's lock while its compiler runs
+    with native._lock:
+        started.set()
+        time.sleep(0.5)
+worker = threading.Thread(target=build)
+worker.start()
+started.wait()
+begin = time.monotonic()
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if not native._lock.locked() else 3)  # a fresh, free lock in the child
+waited = time.monotonic() - begin
+print("waited", round(waited, 2), "child", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+worker.join()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX-only")
+def test_a_fork_waits_for_a_c_build_in_another_thread():
+    # a child forked mid-build kept a copy of subprocess's exec-status pipe: the build waited
+    # for it, holding the build's lock file, and the child waited for that lock
+    done = subprocess.run([sys.executable, "-c", _FORK_DURING_BUILD], capture_output=True,
+                          text=True, timeout=60)
+    words = done.stdout.split()
+    assert words[0] == "waited" and float(words[1]) >= 0.3, done.stdout + done.stderr
+    assert words[2:] == ["child", "0"], done.stdout + done.stderr

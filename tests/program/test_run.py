@@ -276,15 +276,3 @@ def test_the_programs_control_characters_are_shown_escaped(tmp_path, roof):
     assert "\\x1b[2J cleared" in text
     html = report.to_html()
     assert "\x1b" not in html and "\u202e" not in html
-
-
-def test_lines_rank_by_recoverable_time_and_by_time_when_little_is_recoverable():
-    from chokepoint.program.api import ranked
-
-    product = {"source": "p.py:8", "time_s": 0.6, "recoverable_s": 0.0}
-    norm = {"source": "p.py:9", "time_s": 0.012, "recoverable_s": 0.012}
-    loop = {"source": "p.py:3", "time_s": 0.3, "recoverable_s": 0.25}
-    assert [r["source"] for r in ranked([product, norm, loop], 1.0)] == \
-        ["p.py:3", "p.py:9", "p.py:8"]
-    # 12 ms of 1 s recoverable: the slowest line leads, whatever came out recoverable
-    assert [r["source"] for r in ranked([norm, product], 1.0)] == ["p.py:8", "p.py:9"]

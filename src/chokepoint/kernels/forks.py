@@ -2,11 +2,15 @@
 
 A child forked while another thread compiled a kernel (or loaded one from numba's disk cache), or
 loaded the engine, inherited the lock of that work held by a thread it does not have, and hung
-for ever on its first call: numba's compiler lock, the engine's load lock. Before a fork the
-forking thread takes both, so that the fork waits for that work to end (a compile may take
-seconds); after it the parent and the child give them back. The locks that guard work a child
-can redo are replaced in the child instead (:mod:`.native`, :mod:`.engine_numba`,
-:mod:`chokepoint.fuse.codegen`).
+for ever on its first call: numba's compiler lock, the engine's load lock. A child forked while
+another thread built the C extension kept a copy of the write end of the pipe through which
+``subprocess`` learns that the compiler started: the build then waited for that pipe's end of
+file, holding the build's lock file, while the child waited for the lock (1 fork in 8 with a
+core busy). Before a fork the forking thread takes all three (the build's first: a build
+compiles and loads the engine inside it), so that the fork waits for that work to end (a
+compile may take seconds); after it the parent and the child give them back. The locks that
+guard work a child can redo are replaced in the child instead (:mod:`.native`,
+:mod:`.engine_numba`, :mod:`chokepoint.fuse.codegen`).
 """
 
 from __future__ import annotations
@@ -15,14 +19,19 @@ import os
 
 from numba.core.compiler_lock import global_compiler_lock
 
-from . import backend
+from . import backend, native
 
 __all__: list[str] = []
 
+_held: list = []  # the C build's lock taken before a fork (the child replaces the module's)
+
 
 def _before_fork() -> None:
-    """Wait for another thread's engine load, then for its compile; hold both over the fork."""
-    backend._lock.acquire()  # first: a thread loading the engine may compile while holding it
+    """Wait for another thread's C build, engine load and compile; hold them over the fork."""
+    build = native._lock
+    build.acquire()  # first: a build loads the engine and compiles while holding it
+    _held.append(build)
+    backend._lock.acquire()  # a thread loading the engine may compile while holding it
     global_compiler_lock.acquire()  # an RLock: the forking thread may be compiling itself
 
 
@@ -30,6 +39,7 @@ def _after_fork() -> None:
     """In the parent and in the child: give back what :func:`_before_fork` took."""
     global_compiler_lock.release()
     backend._lock.release()
+    _held.pop().release()
 
 
 if hasattr(os, "register_at_fork"):

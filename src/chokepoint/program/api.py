@@ -24,8 +24,7 @@ from .analyse import LineAnalysis, analyse_line
 from .record import LineStat, Recorder, user_file
 from .replay import ReplayError, release_heap
 
-__all__ = ["LITTLE", "SCHEMA", "ProgramReport", "analyse_program", "profile", "ranked",
-           "run_program"]
+__all__ = ["LITTLE", "SCHEMA", "ProgramReport", "analyse_program", "profile", "run_program"]
 
 SCHEMA = 1
 #: the lines replayed are the slowest ones holding this share of the lines' time...
@@ -39,22 +38,12 @@ CAUSE_SHARE = 0.25
 #: probing stops starting new lines after this many seconds (``--budget``)
 BUDGET_S = 30.0
 #: below this share of the run, all the lines' recoverable time together is "little to recover"
-#: and the slowest line leads the report
+#: (the report then names the slowest line before the headline)
 LITTLE = 0.1
 #: each line's own operation probes and rewrites start within this share of the budget
 LINE_BUDGET = 0.25
 #: how the per-operation probes time things in a run (shorter than explain's own)
 RUN_PROBES = ProbeSettings(min_time=0.01, repeats=3)
-
-
-def ranked(rows: list[dict], wall_s: float) -> list[dict]:
-    """The lines by recoverable time, largest first; by time where there is little to
-    recover anywhere (:data:`LITTLE`): then the slowest line leads, not whichever line's few
-    milliseconds came out largest this run (a 0.6 s product at its ceiling gave way to a 12 ms
-    norm on one run in two)."""
-    if sum(r["recoverable_s"] for r in rows) < LITTLE * wall_s:
-        return sorted(rows, key=lambda r: r["time_s"], reverse=True)
-    return sorted(rows, key=lambda r: (r["recoverable_s"], r["time_s"]), reverse=True)
 
 
 @dataclass
@@ -264,7 +253,7 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
     loops = _loops(rows)
     for row in rows:
         row.pop("_stat")
-    rows = ranked(rows, wall_s)
+    rows.sort(key=lambda r: (r["recoverable_s"], r["time_s"]), reverse=True)
     machine = roof.summary()
     uncaptured = [_display(s.statement.filename) + f":{s.statement.line}"
                   for s in stats if s.over_budget]
