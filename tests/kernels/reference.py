@@ -67,7 +67,7 @@ def same(a, b):
 
 
 def specials(dtype):
-    """Every value of the DESIGN.md conventions table, and the boundaries of each op."""
+    """Every value of the docs/interfaces.md conventions table, and the boundaries of each op."""
     tiny = np.finfo(dtype).smallest_subnormal
     values = [np.nan, -0.0, 0.0, tiny, -tiny, -1.0, 1.0, 6.0, -6.0, np.inf, -np.inf, 0.5, -0.5,
               5.999, 6.001, 1e-3, -1e-3, np.finfo(dtype).max, np.finfo(dtype).min]

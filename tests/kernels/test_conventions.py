@@ -1,4 +1,5 @@
-"""Every row of the DESIGN.md conventions table, and bit-for-bit agreement with PyTorch CPU."""
+"""Every row of the docs/interfaces.md conventions table, and bit-for-bit agreement with PyTorch
+CPU."""
 
 import numpy as np
 import pytest
@@ -8,7 +9,8 @@ import chokepoint
 from . import reference as ref
 
 S = 0.01
-# x: relu, relu', leaky' (slope S), relu6', hardtanh' on (-1, 1) — DESIGN.md, checked on torch 2.13
+# x: relu, relu', leaky' (slope S), relu6', hardtanh' on (-1, 1) — docs/interfaces.md, checked
+# on torch 2.13
 TABLE = [
     (np.nan, np.nan, 1, S, 0, 0),
     (-0.0, -0.0, 0, S, 0, 1),

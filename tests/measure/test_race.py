@@ -320,7 +320,7 @@ def test_a_candidate_failing_while_timed_fails_alone(roof):
 def test_json_schema_of_design(roof):
     r = race(["X + 1", "X + 1.0"], "X = np.ones(3)", roof=roof, **FAST)
     data = json.loads(json.dumps(r.to_dict()))
-    # DESIGN.md's fields keep their names; the second round adds mode and the ratios
+    # docs/interfaces.md's fields keep their names; the second round adds mode and the ratios
     # and what else the machine did during the race (issue 34, item 5)
     assert set(data) == {"reference", "candidates", "machine", "mode", "load"}
     assert data["mode"] == "in-process"

@@ -94,7 +94,7 @@ class Explanation:
         return self.model.bytes_min
 
     def to_dict(self) -> dict:
-        """JSON-ready: the DESIGN.md schema, plus ``rewrite`` and ``warnings``."""
+        """JSON-ready: the docs/interfaces.md schema, plus ``rewrite`` and ``warnings``."""
         return {
             "statement": self.statement,
             "time": {"median_s": self.median_s, "iqr_s": self.iqr_s},

@@ -1,9 +1,9 @@
 """Evidence -> findings: each kind with the share of time it explains, or ruled out.
 
-The vocabulary is fixed (DESIGN.md). A kind becomes a finding only when a probe measured its
-effect on this machine, beyond the run-to-run spread of the probe's own base measurement; a
-suspicion the measurement does not confirm goes to ``ruled_out`` with its numbers, and a
-confirmed effect under :data:`MINOR` of the time goes to ``minor``.
+The vocabulary is fixed (docs/interfaces.md). A kind becomes a finding only when a probe
+measured its effect on this machine, beyond the run-to-run spread of the probe's own base
+measurement; a suspicion the measurement does not confirm goes to ``ruled_out`` with its
+numbers, and a confirmed effect under :data:`MINOR` of the time goes to ``minor``.
 
 Shares are additive. Each operation's measured seconds are handed out once, rule by rule, in
 the order of :data:`RULES`: first what a probe measured it would save (page faults, the values,

@@ -127,11 +127,6 @@ def _real(func: str, name: str, value) -> float:
     return result
 
 
-def _check_real(func: str, **values: float) -> None:
-    for name, value in values.items():
-        _real(func, name, value)
-
-
 def _check_at_zero(func: str, at_zero) -> int:
     """0 or 1 given as an integer (int or NumPy integer); anything else is a ValueError."""
     if isinstance(at_zero, (bool, np.bool_)) or not isinstance(at_zero, (int, np.integer)) \

@@ -12,7 +12,7 @@ parameters (PyTorch's names and defaults, and the rule that checks each one), wh
 * ``explain`` tries every kernel, with its defaults and with the numbers a statement writes as
   its parameters, and proposes the one whose values match (:mod:`chokepoint.explain.rewrite`);
   each entry's ``formulation`` is the NumPy code it replaces, which a test checks is recognised;
-* :func:`semantics_table` writes the README's table (a test checks that the README has it).
+* :mod:`.semantics` writes the README's table of values from the kernels themselves.
 
 Adding an activation is one :data:`~.ops.OPS` expression per pass and one entry here (see
 docs/kernels.md).
@@ -21,12 +21,10 @@ docs/kernels.md).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-__all__ = ["KERNELS", "NAMES", "Kernel", "Param", "semantics_table"]
+__all__ = ["KERNELS", "NAMES", "Kernel", "Param"]
 
-#: the checks a parameter can have (implemented in :mod:`.api`)
-CHECKS = ("real", "at_zero", "approximate", "dtype")
 
 
 @dataclass(frozen=True)
@@ -40,7 +38,7 @@ class Param:
     default : object
         The default value.
     check : str
-        The rule (one of :data:`CHECKS`): ``"real"`` a finite-or-infinite non-NaN real number,
+        The rule (implemented in :mod:`.api`): ``"real"`` a finite-or-infinite non-NaN real number,
         ``"approximate"`` one of ``"none"``/``"tanh"``, ``"at_zero"`` the integer 0 or 1.
     doc : str
         The parameter's description in the docstring.
@@ -92,7 +90,6 @@ class Kernel:
     check: Callable[[str, dict], None] | None = None
     formulation: str = ""
     forward: str = ""
-    grad_doc: str = field(default="")
 
 
 def _bounds(func: str, values: dict) -> None:
@@ -192,17 +189,3 @@ KERNELS: tuple[Kernel, ...] = (
 #: the public kernels' names, in registry order
 NAMES: tuple[str, ...] = tuple(k.name for k in KERNELS)
 BY_NAME: dict[str, Kernel] = {k.name: k for k in KERNELS}
-
-
-def semantics_table() -> str:
-    """The README's table of public kernels: signature and one-line semantics, from the registry."""
-    import inspect
-
-    from . import api
-
-    rows = ["| kernel | signature | what it computes |", "|---|---|---|"]
-    for k in KERNELS:
-        func = getattr(api, k.name)
-        summary = (func.__doc__ or "").strip().splitlines()[0]
-        rows.append(f"| `{k.name}` | `{k.name}{inspect.signature(func)}` | {summary} |")
-    return "\n".join(rows)

@@ -132,7 +132,7 @@ class Candidate:
 
 @dataclass
 class CandidateResult:
-    """One candidate's result: the fields of the race JSON (see DESIGN.md).
+    """One candidate's result: the fields of the race JSON (see docs/interfaces.md).
 
     What the race found out about a candidate besides its times is kept as fields, never as
     sentences; :attr:`note` (and the reports) put them into words with
@@ -264,13 +264,14 @@ class CandidateResult:
 
     @property
     def note(self) -> str:
-        """The fields above in words, as the reports print them (DESIGN.md's ``note``)."""
+        """The fields above in words, as the reports print them (docs/interfaces.md's ``note``)."""
         from ..report.words import race_note
 
         return race_note(self)
 
     def to_dict(self) -> dict:
-        """The DESIGN.md fields, ``note`` composed from the structured fields that follow."""
+        """The docs/interfaces.md fields, ``note`` composed from the structured fields that
+        follow."""
         data = asdict(self)
         for private in ("inputs", "elements", "read_elements", "times"):
             data.pop(private)
@@ -301,7 +302,7 @@ class RaceResult:
     setup : str
         The setup, for reports.
     mode : str
-        ``"in-process"``: every candidate timed in this process (DESIGN.md's ``mode``).
+        ``"in-process"``: every candidate timed in this process (docs/interfaces.md's ``mode``).
     load : Load or None
         What else the machine did during the race (:mod:`chokepoint.measure.load`): other
         processes' and steal's cores, ``busy`` when they took a quarter of a core or more;
@@ -324,7 +325,7 @@ class RaceResult:
     load: Load | None = None
 
     def to_dict(self) -> dict:
-        """JSON-ready: the DESIGN.md schema, plus ``sizes``, ``sweep`` and ``sweep_errors``
+        """JSON-ready: the docs/interfaces.md schema, plus ``sizes``, ``sweep`` and ``sweep_errors``
         when sizes were swept."""
         data = {"reference": self.reference,
                 "candidates": [c.to_dict() for c in self.candidates],
@@ -342,11 +343,6 @@ class RaceResult:
         """The fastest candidate that ran."""
         ran = [c for c in self.candidates if c.median_s is not None]
         return min(ran, key=lambda c: c.median_s) if ran else None
-
-    def slowest(self) -> CandidateResult | None:
-        """The slowest candidate that ran."""
-        ran = [c for c in self.candidates if c.median_s is not None]
-        return max(ran, key=lambda c: c.median_s) if ran else None
 
     def plot(self, path: str | Path) -> Path:
         """Write the main plot (PNG or SVG by extension); see :mod:`chokepoint.report.plots`."""

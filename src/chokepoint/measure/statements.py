@@ -118,11 +118,6 @@ class Statement:
         """Whether the statement is one expression (``mode == "eval"``)."""
         return self.mode == "eval"
 
-    @property
-    def one_line(self) -> bool:
-        """Whether the source is a single line."""
-        return "\n" not in self.source
-
     def location(self, lineno: int | None = None) -> str:
         """``"filename:LINE"`` of line ``lineno`` (the first line by default)."""
         return f"{self.filename}:{self.first_line if lineno is None else lineno}"

@@ -275,7 +275,8 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
         else:
             ruled.append({"kind": "blas-threads", **numbers})
 
-    # 2. a large intermediate (a broadcast): the line on blocks of its result's rows
+    # 2. a large intermediate (a broadcast): the line on blocks of its result's rows (its
+    # temporaries: in the cache, not through memory)
     result = tr.result if isinstance(tr.result, np.ndarray) and expr is not None else None
     block_rewrite = None
     if result is not None and not replay.mutates and time.perf_counter() < deadline:
@@ -283,9 +284,15 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                                               result, ops, settings, stat.hits)
         if cause is not None and block_rewrite is not None:
             # evaluated on blocks, the intermediates' page faults go too: what the fresh-memory
-            # probe took already is not counted twice
-            cause.seconds = ledger.take(max(0.0, cause.seconds - fresh_saved * stat.hits))
-            causes.append(cause)
+            # probe took already is not counted twice, and one temporaries cause holds both
+            extra = ledger.take(max(0.0, cause.seconds - fresh_saved * stat.hits))
+            fresh_cause = next((c for c in causes if c.kind == "temporaries"), None)
+            if fresh_cause is not None:
+                fresh_cause.seconds += extra
+                fresh_cause.numbers.update(cause.numbers)
+            else:
+                cause.seconds = extra
+                causes.append(cause)
         elif cause is not None:
             ruled.append({"kind": cause.kind, **cause.numbers})
 
@@ -365,7 +372,8 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
 def _blocked_cause(expr: _statements.Statement, target: str | None, ns: dict, inputs: dict,
                    result: np.ndarray, ops, settings: ProbeSettings,
                    hits: int) -> tuple[Cause | None, dict | None]:
-    """The ``large-intermediate`` cause: the line as written against the same expression on
+    """The ``temporaries`` cause of a large intermediate: the line as written against the same
+    expression on
     blocks of rows (:func:`.blocked.blocked`), with the same values; the cause (its seconds
     the whole saving over the run; None where nothing was tried) and the blocked code as a
     rewrite where it measured faster."""
@@ -386,14 +394,14 @@ def _blocked_cause(expr: _statements.Statement, target: str | None, ns: dict, in
             repeats=settings.repeats, enough=clear_after_three)
     numbers = {"largest_bytes": largest,
                "own_bytes": sum(a.nbytes for a in inputs.values()) + result.nbytes,
-               "rows": plan.rows, "as_written_s": written.median,
+               "rows": plan.rows, "unblocked_s": written.median,
                "blocked_s": on_blocks.median, "hits": hits}
     saved = written.median - on_blocks.median
     if saved <= 0 or not significant(written.times, on_blocks.times):
-        return Cause("large-intermediate", 0.0, numbers), None
+        return Cause("temporaries", 0.0, numbers), None
     rewrite = {"statement": plan.code, "speedup": written.median / on_blocks.median,
                "measured_s": on_blocks.median, "values": "same values", "note": ""}
-    return Cause("large-intermediate", saved * hits, numbers), rewrite
+    return Cause("temporaries", saved * hits, numbers), rewrite
 
 
 def _rewrite(found: dict | None, in_lines: list[dict], replay_s: float, stat: LineStat,

@@ -48,11 +48,25 @@ def cause_evidence(cause: dict) -> str:
                 f"{_ms(cause['replay_s'])}: {_ms(cause['seconds'])} went to pages used for "
                 "the first time")
     if kind in ("allocation", "temporaries"):
-        what = ("its temporaries and result" if kind == "temporaries" and
-                cause.get("temporaries_bytes") else "its new arrays")
-        return (f"{_mb(cause['new_bytes'])} of new arrays per run: {_ms(cause['as_written_s'])} "
-                f"as written, {_ms(cause['reused_s'])} with freed memory reused{per}; "
-                f"the page faults of {what} cost {_ms(cause['seconds'])}")
+        said = []
+        if "reused_s" in cause:
+            what = ("its temporaries and result" if kind == "temporaries" and
+                    cause.get("temporaries_bytes") else "its new arrays")
+            said.append(f"{_mb(cause['new_bytes'])} of new arrays per run: "
+                        f"{_ms(cause['as_written_s'])} as written, {_ms(cause['reused_s'])} with "
+                        f"freed memory reused{per}; the page faults of {what} cost "
+                        f"{_ms(cause['seconds'])}" if "blocked_s" not in cause else
+                        f"{_mb(cause['new_bytes'])} of new arrays per run: "
+                        f"{_ms(cause['as_written_s'])} as written, {_ms(cause['reused_s'])} "
+                        f"with freed memory reused{per}")
+        if "blocked_s" in cause:  # a large intermediate, measured on blocks of rows
+            ratio = cause["largest_bytes"] / max(cause["own_bytes"], 1)
+            said.append(f"its largest intermediate is {_mb(cause['largest_bytes'])}, "
+                        f"{ratio:.0f}x what it reads and writes ({_mb(cause['own_bytes'])}): "
+                        f"on blocks of {cause['rows']} rows it took "
+                        f"{_ms(cause['blocked_s'])} against {_ms(cause['unblocked_s'])} as "
+                        f"written{per}, with the same values")
+        return "; ".join(said)
     if kind == "blas-threads":
         load = cause.get("load")
         busy = (f"; the machine was busy (load {load:.1f} per core)"
@@ -60,12 +74,6 @@ def cause_evidence(cause: dict) -> str:
         return (f"the matrix product took {_ms(cause['all_threads_s'])} with "
                 f"{cause['threads']} BLAS threads and {_ms(cause['one_thread_s'])} with one"
                 f"{per}{busy}")
-    if kind == "large-intermediate":
-        ratio = cause["largest_bytes"] / max(cause["own_bytes"], 1)
-        return (f"its largest intermediate is {_mb(cause['largest_bytes'])}, {ratio:.0f}x what "
-                f"it reads and writes ({_mb(cause['own_bytes'])}): on blocks of "
-                f"{cause['rows']} rows it took {_ms(cause['blocked_s'])} against "
-                f"{_ms(cause['as_written_s'])} as written{per}, with the same values")
     if kind == "overhead":
         if cause.get("header"):
             return (f"the interpreter's work of looping: {hits} iterations, "
@@ -84,15 +92,15 @@ def cause_suggestion(cause: dict, line: dict) -> str:
     if cause.get("first_use"):
         return ("reuse arrays the program already has (out=, in-place operators) instead of "
                 "new ones, so that the process does not grow")
+    if kind == "temporaries" and "blocked_s" in cause:
+        return ("make no intermediate larger than the result: reformulate it (a matrix "
+                "product, np.einsum) or evaluate it on blocks of rows that fit in the cache")
     if kind in ("allocation", "temporaries"):
         return ("allocate the result once outside the loop and write into it (out=), or fuse "
                 "the expression (chokepoint.fuse) so that no temporary is made")
     if kind == "blas-threads":
         return ("limit BLAS to one thread around this product (threadpoolctl."
                 "threadpool_limits(1)), or leave the other cores free")
-    if kind == "large-intermediate":
-        return ("make no intermediate larger than the result: reformulate it (a matrix "
-                "product, np.einsum) or evaluate it on blocks of rows that fit in the cache")
     if kind == "overhead":
         if cause.get("header") or line.get("loop"):
             return ("vectorise the loop: one NumPy call over all iterations instead of one "
