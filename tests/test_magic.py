@@ -173,3 +173,26 @@ def test_magics_leave_the_globals_of_the_users_functions_as_they_were(ip, cached
     result = ip.run_line_magic("race", '"count()" "len(CALLS)" --min-time 0.001 --repeats 3')
     assert ip.user_ns["CALLS"] == []
     assert "count()'s global CALLS" in result.candidates[0].note
+
+
+def test_explain_once_runs_the_cell_once_in_the_users_namespace(ip, cached_roof):
+    ip.user_ns["runs"] = []
+    ip.user_ns["np"] = np
+    cell = ("runs.append(1)\n"
+            "X = np.random.default_rng(0).random(2_000_000)\n"
+            "for _ in range(3):\n"
+            "    Y = np.sqrt(X * X + 1.0)\n"
+            "small = Y[:3].sum()\n")
+    report = ip.run_cell_magic("explain", "--once --budget 10", cell)
+    assert ip.user_ns["runs"] == [1]  # once, as a cell runs
+    assert ip.user_ns["Y"].shape == (2_000_000,) and "small" in ip.user_ns
+    top = report.lines[0]
+    assert top["source"].endswith(":4") and top["code"] == "Y = np.sqrt(X * X + 1.0)"
+    assert top["hits"] == 3 and top["analysed"]
+    assert "headline" in report.text() and "<table" in report._repr_html_()
+
+
+def test_explain_once_reports_then_raises_what_the_cell_raised(ip, cached_roof, capsys):
+    with pytest.raises(ZeroDivisionError):
+        ip.run_cell_magic("explain", "--once --budget 1", "x = 1\ny = x / 0\n")
+    assert "ZeroDivisionError" in capsys.readouterr().err

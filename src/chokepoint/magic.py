@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import itertools
 import re
 import shlex
 import textwrap
@@ -286,6 +287,13 @@ class ChokepointMagics(Magics):
         parser = _Parser(prog="%explain" if cell is None else "%%explain",
                          description="Where an expression's time goes (chokepoint explain).")
         add_explain_arguments(parser, statement=False)
+        if cell is not None:
+            parser.add_argument("--once", action="store_true",
+                                help="run the cell once in your namespace, as `chokepoint run` "
+                                     "runs a program: its lines ranked by recoverable time, "
+                                     "the slowest replayed on copies and their causes measured")
+            parser.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                                help="with --once: seconds of probing after the run, at most")
         written = _as_written(line, parser, several=False) if cell is None else None
         if written is not None:  # options and one statement: the statement as written
             args = parser.parse_args(written[0])
@@ -295,6 +303,8 @@ class ChokepointMagics(Magics):
             statement = cell.strip() if cell is not None else " ".join(rest).strip()
         if not statement:
             raise UsageError("%explain: give code to explain")
+        if cell is not None and args.once:
+            return self._explain_once(cell, args)
         try:
             if cell is not None:
                 statement = Statement.parse(cell, filename="<cell>")
@@ -304,6 +314,48 @@ class ChokepointMagics(Magics):
         except ExplainError as exc:
             raise UsageError(str(exc)) from exc
         return _show(explanation, args)
+
+
+    def _explain_once(self, cell: str, args):
+        """``%%explain --once``: the cell runs once in the user's namespace under
+        :class:`chokepoint.profile` (what it raises is raised after the report); the
+        ProgramReport is returned, or written as ``--json``/``--html`` ask."""
+        import json
+        import linecache
+        import sys
+
+        from .program import profile
+        from .report.program import json_ready
+
+        if args.plot:
+            raise UsageError("%%explain --once: --plot is explain's chart; use --html")
+        try:
+            code = compile(cell, name := f"<cell-once-{next(_ONCE)}>", "exec")
+        except SyntaxError as exc:
+            raise UsageError(f"%%explain: the cell does not parse: {exc}") from exc
+        # the recorder and the replays read the cell's lines by file name
+        linecache.cache[name] = (len(cell), None, cell.splitlines(True), name)
+        ns = self.shell.user_ns
+        if args.setup:
+            exec(compile(args.setup, "<setup>", "exec"), ns)
+        options = {} if args.budget is None else {"budget_s": args.budget}
+        watched = profile(quiet=True, name="%%explain --once", **options)
+        try:
+            with watched:
+                exec(code, ns)
+        finally:
+            report = watched.report
+            if report is not None and report.error is not None:
+                print(report.text(), file=sys.stderr)  # the report, then what the cell raised
+        if args.html:
+            with open(args.html, "w", encoding="utf-8") as f:
+                f.write(report.to_html())
+        if args.json:
+            print(json.dumps(json_ready(report.to_dict()), indent=1, allow_nan=False))
+        return None if args.json or args.html else report
+
+
+_ONCE = itertools.count(1)
 
 
 def load_ipython_extension(ipython) -> None:

@@ -155,3 +155,27 @@ def test_calls_that_act_on_the_world_or_on_objects_not_copied_are_refused():
         assert refused_call(ast.parse(code), values, {}) is not None, code
     for code in ("y = np.sqrt(x) + x.sum()", "v = rng.standard_normal(3)", "n = len(x)"):
         assert refused_call(ast.parse(code), values, {"np": np}) is None, code
+
+
+def test_a_comprehension_is_one_execution_of_its_line(tmp_path):
+    # the comprehension's frame runs the line's loop: 1 hit, not one per iteration, and all of
+    # the loop's time on the line
+    import runpy
+
+    from chokepoint.program.record import Recorder
+
+    path = tmp_path / "comp.py"
+    path.write_text("import numpy as np\n"
+                    "X = np.arange(100.0)\n"
+                    "rows = [np.sum(X[i:i + 10]) for i in range(50)]\n"
+                    "total = sum(x for x in rows)\n")
+    recorder = Recorder()
+    recorder.start()
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    finally:
+        recorder.stop()
+    hits = {line: stat.hits for (name, line), stat in recorder.lines.items()
+            if name == str(path)}
+    assert hits[3] == 1 and hits[4] == 1
+    assert recorder.lines[str(path), 3].ns > 0

@@ -40,7 +40,7 @@ from .probes import (
     time_op,
 )
 from .rewrite import CLOSE_ULP, FASTER, find_rewrite, max_ulp
-from .trace import trace
+from .trace import CREATIONS, trace
 
 __all__ = ["PROBED", "ExplainError", "Explanation", "allocated", "explain", "floor_of",
            "measured_rewrite",
@@ -199,12 +199,14 @@ def _op_dtype(op) -> str:
 
 def probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeSettings,
                      model: Model, *, probed: float = PROBED, retime: bool = True,
-                     max_op_s: float = math.inf):
+                     max_op_s: float = math.inf, deadline: float = math.inf):
     """Time every traced operation, and probe those that matter: the JSON rows, each row's
     element count (for the roofline chart) and the evidence for the findings. With
     ``retime=False`` nothing runs again: each operation keeps the time of its traced call,
     and none is probed; an operation slower than ``max_op_s`` is timed, not probed (its
-    probes would run it dozens of times)."""
+    probes would run it dozens of times). Past ``deadline`` (``time.perf_counter()``), the
+    operations left keep their traced time and are not probed (a line of 40,000 small calls
+    took 113 s to time one by one)."""
     measured: dict[int, tuple[float, dict]] = {}
     scratch: dict = {}  # arrays the operations' probes share, dropped on return
     timed = [op for op in tr.ops if op.func is not None and not op.is_view]
@@ -216,7 +218,7 @@ def probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeSe
 
     def quick_time(op) -> Measurement:
         # a call as slow as a probe's whole budget is timed well enough by its traced call
-        if not retime or op.seconds > SLOW_OP_S:
+        if not retime or op.seconds > SLOW_OP_S or time.perf_counter() > deadline:
             return Measurement(times=[op.seconds], loops=1)
         try:  # into a copy of what it writes (out=, an assignment's target)
             return time_op(op, quick)
@@ -229,7 +231,8 @@ def probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeSe
     known = sum(m.median for m in first.values()) or 1.0
     for op in timed:
         m = first[id(op)]
-        if m.median >= probed * known and m.median <= max_op_s:
+        if m.median >= probed * known and m.median <= max_op_s \
+                and time.perf_counter() < deadline:
             slow = m.median * m.loops >= settings.min_time  # a good enough base already
             try:
                 m, probes = _probed(op, m, slow, settings, scratch, limit)
@@ -265,7 +268,8 @@ def probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeSe
                 label=op.label, seconds=seconds, in_bytes=op.in_bytes, out_bytes=op.out_bytes,
                 allocates=op.allocates, produces_result=produces, probes=probes,
                 flops=op.flops, gemm=op.gemm, dtype=_op_dtype(op), source=op.source,
-                conversion=op.name == "ndarray.astype", needed=op_needed))
+                conversion=op.name == "ndarray.astype", needed=op_needed,
+                creation=op.name in CREATIONS and not op.inputs))
     return rows, elements, evidence
 
 

@@ -83,6 +83,7 @@ class OpEvidence:
     dtype: str = "float64"
     source: str = ""
     conversion: bool = False  # an explicit astype: a pass whose whole point is converting
+    creation: bool = False  # makes an array from no array (np.ones(n), np.arange(n))
     unexplained: float = 0.0  # seconds no rule was handed (set by derive_findings)
     needed: int | None = None  # its bytes one pass per step needs (None: not counted)
 

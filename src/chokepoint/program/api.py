@@ -117,6 +117,12 @@ class ProgramReport:
     def __str__(self) -> str:
         return self.text()
 
+    def _repr_html_(self) -> str:  # Jupyter
+        return self.to_html()
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # IPython
+        printer.text(self.text())
+
 
 def _display(filename: str) -> str:
     """A file name as the user would type it: relative to the working directory when inside
@@ -363,18 +369,20 @@ class profile:
     ``with chokepoint.profile() as p: ...`` then ``p.report`` (a :class:`ProgramReport`); as a
     decorator, ``@chokepoint.profile()``, each call is profiled and its report printed. The
     text report goes to ``file`` (stderr) unless ``quiet``; ``json`` and ``html`` name files to
-    write.
+    write; ``name`` is what the report calls the block (the ``with``'s file and line by
+    default).
     """
 
     def __init__(self, *, budget_s: float = BUDGET_S, include: tuple[str, ...] = (),
                  quiet: bool = False, json: str | None = None, html: str | None = None,
-                 file=None):
+                 file=None, name: str | None = None):
         self.budget_s = budget_s
         self.include = include
         self.quiet = quiet
         self.json = json
         self.html = html
         self.file = file
+        self.name = name  # what the report calls the block (default: the with's file:line)
         self.report: ProgramReport | None = None
         self._recorder: Recorder | None = None
         self._start = 0.0
@@ -382,7 +390,7 @@ class profile:
 
     def __enter__(self) -> profile:
         frame = sys._getframe(1)
-        self._name = f"{_display(frame.f_code.co_filename)}:{frame.f_lineno}"
+        self._name = self.name or f"{_display(frame.f_code.co_filename)}:{frame.f_lineno}"
         self._recorder = Recorder(include=self.include, budget_bytes=_default_capture_bytes())
         self._start = time.perf_counter()
         self._recorder.start()
@@ -416,7 +424,7 @@ class profile:
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with profile(budget_s=self.budget_s, include=self.include, quiet=self.quiet,
-                         json=self.json, html=self.html, file=self.file) as p:
+                         json=self.json, html=self.html, file=self.file, name=self.name) as p:
                 result = fn(*args, **kwargs)
             wrapper.report = p.report
             return result
