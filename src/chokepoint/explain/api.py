@@ -428,6 +428,12 @@ def _skips_said(warned: list[str]):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
+def _rewrite_repeats(total: float) -> int:
+    """Repeats of a rewrite's round-robin with a statement of ``total`` seconds: 3 for a slow
+    one (see :data:`SLOW_STATEMENT_S`), else 5."""
+    return 3 if total >= SLOW_STATEMENT_S else 5
+
+
 def measured_rewrite(statement: Statement, namespace, inputs, result, total: float,
                       roof: Roofline, min_time: float, tr=None) -> tuple[dict | None, str | None]:
     """The rewrite (and its narrow variant) timed, and the suggestion text for findings: only
@@ -447,7 +453,7 @@ def measured_rewrite(statement: Statement, namespace, inputs, result, total: flo
         settle(candidate.call)
     before, *after = measure_interleaved([statement_fn, *(c.call for c in candidates)],
                                          min_time=min(min_time, 0.02),
-                                         repeats=3 if total >= SLOW_STATEMENT_S else 5)
+                                         repeats=_rewrite_repeats(total))
 
     def timed(candidate, m: Measurement) -> dict:
         return {"statement": candidate.statement,
@@ -496,7 +502,7 @@ def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: 
     settle(lambda: fused(**values))
     before, after = measure_interleaved([statement_fn, lambda: fused(**values)],
                                         min_time=min(min_time, 0.02),
-                                        repeats=3 if total >= SLOW_STATEMENT_S else 5)
+                                        repeats=_rewrite_repeats(total))
     if after.median * FASTER > before.median:
         return None, None
     same = "same values" if ulp == 0 else \
