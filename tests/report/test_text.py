@@ -260,3 +260,14 @@ def test_a_busy_machine_is_said_under_the_table_and_in_html():
     assert "Busy machine: the machine was busy during the race: other processes used 0.97" \
         in race_text(result, width=400)
     assert 'id="busy"' in race_html(result, full=False)
+
+
+def test_a_rate_above_the_memory_roof_is_said_to_come_from_a_cache():
+    from chokepoint.report.words import _fact
+
+    fact = {"op": "np.zeros_like(C)", "bytes": 5.1e6, "seconds": 50e-6, "rate": 5.1e6 / 50e-6,
+            "roof": 26.3e9}
+    said = _fact("memory-bound", fact, None)
+    assert "above the 26.3 GB/s memory roof: its data was in a cache" in said
+    assert "% of the" not in said
+    assert "50% of the 26.3 GB/s roof" in _fact("memory-bound", {**fact, "rate": 13.15e9}, None)
