@@ -295,3 +295,26 @@ def test_a_probe_or_rewrite_out_of_memory_is_skipped_and_said(roof, monkeypatch)
     assert "the constant probe of np.clip" in said and "measuring a rewrite" in said
     assert e.rewrite is None and e.median_s > 0 and e.ops  # the rest of the report is there
     assert e.findings and e.ruled_out  # the other probes ran
+
+
+def test_code_that_refuses_the_tracers_arrays_is_timed_as_a_whole(roof, tmp_path, monkeypatch):
+    # a numba function types its argument: a traced array is refused. Explain says so and
+    # reports the statement as one untraced operation, instead of failing
+    (tmp_path / "jitted.py").write_text(
+        "import numba\n"
+        "import numpy as np\n"
+        "@numba.njit\n"
+        "def total(a):\n"
+        "    s = 0.0\n"
+        "    for v in a:\n"
+        "        s += v\n"
+        "    return s\n"
+        "def f(n):\n"
+        "    return total(np.sqrt(np.linspace(0.0, 1.0, n)))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for statement, setup in (("f(100_000)", "from jitted import f"),
+                             ("total(X)", "from jitted import total; X = np.ones(100_000)")):
+        e = run(statement, setup, roof, min_time=0.01)
+        assert e.median_s > 0
+        assert any("could not be traced" in w for w in e.warnings), e.warnings
+        assert [op["name"] for op in e.ops] == ["untraced code (the tracer's arrays were refused)"]

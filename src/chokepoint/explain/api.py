@@ -40,7 +40,7 @@ from .probes import (
     time_op,
 )
 from .rewrite import CLOSE_ULP, FASTER, find_rewrite, max_ulp
-from .trace import CREATIONS, trace
+from .trace import CREATIONS, trace, untraced
 
 __all__ = ["PROBED", "ExplainError", "Explanation", "allocated", "explain", "floor_of",
            "measured_rewrite",
@@ -641,8 +641,20 @@ def _explained(stmt: Statement, setup: str, base: dict, state: UserState, roof: 
     ns = fresh() if changed else ns
     state.restore()
     inputs = _statement_inputs(stmt, ns)
-    with _later_run(2 + done):
+    try:
         tr = trace(stmt, ns, list(inputs))
+    except Exception as exc:
+        # a library refused the tracer's arrays (numba typing a traced argument): the
+        # statement's work is one untraced operation; what the plain run raises is the
+        # statement's own failure
+        ns = fresh() if changed else ns
+        state.restore()
+        inputs = _statement_inputs(stmt, ns)
+        with _later_run(2 + done):
+            tr = untraced(stmt, ns, list(inputs))
+        first_line = (str(exc).strip().splitlines() or [""])[0][:120]
+        warned.append(f"its operations could not be traced ({type(exc).__name__}: "
+                      f"{first_line}): timed as a whole")
     model = build_model(tr, inputs)
 
     # 4. a rewrite with the same values, measured, while the statement's memory is recent

@@ -26,7 +26,7 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 from ..measure.statements import Statement, as_statement
 from ..measure.usercode import user_file
 
-__all__ = ["CREATIONS", "Op", "Trace", "Traced", "advanced", "flops_of", "trace"]
+__all__ = ["CREATIONS", "Op", "Trace", "Traced", "advanced", "flops_of", "trace", "untraced"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
@@ -514,4 +514,25 @@ def trace(statement: str | Statement, namespace: dict, inputs: list[str]) -> Tra
         op.text = op.label = "untraced code (numexpr, numba, a C extension...)"
         t.ops.append(op)
     t.result = result
+    return t
+
+
+def untraced(statement: str | Statement, namespace: dict, inputs: list[str]) -> Trace:
+    """Run ``statement`` once in ``namespace``, nothing traced: its value, and its work as one
+    opaque operation (reading the arrays named in ``inputs``). For code that refuses the
+    tracer's arrays (a numba function typing its argument)."""
+    statement = as_statement(statement)
+    value = statement.function(dict(namespace))()
+    t = Trace()
+    read = [namespace[n] for n in inputs if isinstance(namespace.get(n), np.ndarray)]
+    result = value if isinstance(value, np.ndarray) else None
+    op = Op(name="opaque", func=None, args=(), kwargs={}, inputs=read, result=result,
+            in_bytes=sum(a.nbytes for a in read),
+            out_bytes=result.nbytes if result is not None else 0,
+            allocates=result is not None, is_view=False, seconds=float("nan"), kind="opaque")
+    op.text = op.label = "untraced code (the tracer's arrays were refused)"
+    t.ops.append(op)
+    if result is not None:
+        t.names[id(result)] = "result"
+    t.result = value
     return t
