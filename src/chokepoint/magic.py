@@ -26,8 +26,11 @@ from __future__ import annotations
 import argparse
 import ast
 import itertools
+import json
+import linecache
 import re
 import shlex
+import sys
 import textwrap
 
 from IPython.core.error import UsageError
@@ -320,10 +323,6 @@ class ChokepointMagics(Magics):
         """``%%explain --once``: the cell runs once in the user's namespace under
         :class:`chokepoint.profile` (what it raises is raised after the report); the
         ProgramReport is returned, or written as ``--json``/``--html`` ask."""
-        import json
-        import linecache
-        import sys
-
         from .program import profile
         from .report.program import json_ready
 

@@ -506,15 +506,22 @@ def trace(statement: str | Statement, namespace: dict, inputs: list[str]) -> Tra
     t = tracer.trace
     plain = isinstance(result, np.ndarray) and not isinstance(value, Traced)
     if plain and id(result) not in t.names:
-        escaped = list(t.escaped.values())
         t.names[id(result)] = "result"
-        op = Op(name="opaque", func=None, args=(), kwargs={}, inputs=escaped, result=result,
-                in_bytes=sum(a.nbytes for a in escaped), out_bytes=result.nbytes,
-                allocates=True, is_view=False, seconds=float("nan"), kind="opaque")
-        op.text = op.label = "untraced code (numexpr, numba, a C extension...)"
-        t.ops.append(op)
+        t.ops.append(_opaque(list(t.escaped.values()), result,
+                             "untraced code (numexpr, numba, a C extension...)"))
     t.result = result
     return t
+
+
+def _opaque(read: list[np.ndarray], result: np.ndarray | None, label: str) -> Op:
+    """Work the tracer did not see, as one operation reading ``read`` and making ``result``;
+    its time is the caller's to fill in."""
+    op = Op(name="opaque", func=None, args=(), kwargs={}, inputs=read, result=result,
+            in_bytes=sum(a.nbytes for a in read),
+            out_bytes=result.nbytes if result is not None else 0,
+            allocates=result is not None, is_view=False, seconds=float("nan"), kind="opaque")
+    op.text = op.label = label
+    return op
 
 
 def untraced(statement: str | Statement, namespace: dict, inputs: list[str]) -> Trace:
@@ -526,12 +533,7 @@ def untraced(statement: str | Statement, namespace: dict, inputs: list[str]) -> 
     t = Trace()
     read = [namespace[n] for n in inputs if isinstance(namespace.get(n), np.ndarray)]
     result = value if isinstance(value, np.ndarray) else None
-    op = Op(name="opaque", func=None, args=(), kwargs={}, inputs=read, result=result,
-            in_bytes=sum(a.nbytes for a in read),
-            out_bytes=result.nbytes if result is not None else 0,
-            allocates=result is not None, is_view=False, seconds=float("nan"), kind="opaque")
-    op.text = op.label = "untraced code (the tracer's arrays were refused)"
-    t.ops.append(op)
+    t.ops.append(_opaque(read, result, "untraced code (the tracer's arrays were refused)"))
     if result is not None:
         t.names[id(result)] = "result"
     t.result = value

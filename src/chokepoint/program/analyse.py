@@ -386,10 +386,9 @@ def _blocked_cause(expr: _statements.Statement, target: str | None, ns: dict, in
                    result: np.ndarray, ops, settings: ProbeSettings,
                    hits: int) -> tuple[Cause | None, dict | None]:
     """The ``temporaries`` cause of a large intermediate: the line as written against the same
-    expression on
-    blocks of rows (:func:`.blocked.blocked`), with the same values; the cause (its seconds
-    the whole saving over the run; None where nothing was tried) and the blocked code as a
-    rewrite where it measured faster."""
+    expression on blocks of rows (:func:`.blocked.blocked`), with the same values; the cause
+    (its seconds the whole saving over the run; None where nothing was tried) and the blocked
+    code as a rewrite where it measured faster."""
     largest = largest_intermediate(ops, inputs, result)
     plan = blocked(expr.source, target, ns, inputs, result, largest) if largest else None
     if plan is None:
