@@ -665,9 +665,10 @@ def _explained(stmt: Statement, setup: str, base: dict, state: UserState, roof: 
     with _skips_said(warned):
         try:
             # the traced arrays stay as traced for the probes: a statement that changes its
-            # inputs runs on copies
+            # inputs runs on copies, its inputs read from them
+            rns = fresh() if changed else ns
             rewrite, suggestion = measured_rewrite(
-                stmt, fresh() if changed else ns, _statement_inputs(stmt, ns), result,
+                stmt, rns, _statement_inputs(stmt, rns) if changed else inputs, result,
                 timing.median, roof, min_time, tr)
         except MemoryError:
             rewrite, suggestion = None, None
