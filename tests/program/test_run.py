@@ -97,7 +97,8 @@ def test_a_broadcast_intermediate_is_found_and_evaluated_on_blocks(tmp_path, roo
     top = report.lines[0]
     assert top["source"].endswith("prog.py:5")
     large = [c for c in top["causes"] if c["kind"] == "temporaries" and "blocked_s" in c]
-    assert large and large[0]["blocked_s"] < 0.7 * large[0]["unblocked_s"], top["causes"]
+    assert large and large[0]["blocked_s"] < 0.7 * large[0]["unblocked_s"], \
+        (top["causes"], top["ruled_out"], top["notes"])
     assert top["rewrite"] is not None and "for i in range(0, 4000, " in top["rewrite"]["code"]
     assert top["rewrite"]["speedup"] > 1.4
 

@@ -176,8 +176,13 @@ def _blas_threads() -> int:
 
 def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                  *, min_share_s: float = 0.0, rewrite: bool = True,
-                 deadline: float = math.inf, include: tuple[str, ...] = ()) -> LineAnalysis:
+                 deadline: float = math.inf, include: tuple[str, ...] = (),
+                 run_deadline: float = math.inf) -> LineAnalysis:
     """Replay ``stat`` and measure its causes.
+
+    The line-level causes (fresh memory, BLAS threads, a large intermediate) are measured
+    until ``run_deadline`` (the run's whole budget); the rewrite and the operations' probes
+    until ``deadline`` (the line's share of it).
 
     Raises
     ------
@@ -282,9 +287,13 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     # temporaries: in the cache, not through memory)
     result = tr.result if isinstance(tr.result, np.ndarray) and expr is not None else None
     block_rewrite = None
-    if result is not None and not replay.mutates and time.perf_counter() < deadline:
+    largest = largest_intermediate(ops, inputs, result) if result is not None else 0
+    if largest and not replay.mutates and time.perf_counter() > run_deadline:
+        notes.append("the probing budget was spent before its large intermediate was "
+                     "evaluated on blocks")
+    elif largest and not replay.mutates:
         cause, block_rewrite = _blocked_cause(expr, is_simple_name_assign(st.tree), ns, inputs,
-                                              result, ops, settings, stat.hits)
+                                              result, largest, settings, stat.hits)
         if cause is not None and block_rewrite is not None:
             # evaluated on blocks, the intermediates' page faults go too: what the fresh-memory
             # probe took already is not counted twice, and one temporaries cause holds both
@@ -383,14 +392,13 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
 
 
 def _blocked_cause(expr: _statements.Statement, target: str | None, ns: dict, inputs: dict,
-                   result: np.ndarray, ops, settings: ProbeSettings,
+                   result: np.ndarray, largest: int, settings: ProbeSettings,
                    hits: int) -> tuple[Cause | None, dict | None]:
     """The ``temporaries`` cause of a large intermediate: the line as written against the same
     expression on blocks of rows (:func:`.blocked.blocked`), with the same values; the cause
     (its seconds the whole saving over the run; None where nothing was tried) and the blocked
     code as a rewrite where it measured faster."""
-    largest = largest_intermediate(ops, inputs, result)
-    plan = blocked(expr.source, target, ns, inputs, result, largest) if largest else None
+    plan = blocked(expr.source, target, ns, inputs, result, largest)
     if plan is None:
         return None, None
     try:

@@ -249,6 +249,7 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
                 _apply(row, stat, analyse_line(stat, roof, settings,
                                                min_share_s=0.01 * wall_s,
                                                deadline=line_deadline,
+                                               run_deadline=deadline,
                                                include=recorder.include))
         except ReplayError as exc:
             row["why_not"] = f"not replayed: {exc}"
