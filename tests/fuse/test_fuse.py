@@ -231,3 +231,60 @@ def test_sin_cos_vectorised_below_their_bound_and_libm_beyond(dtype):
             _within_ulps(work, np.sin(a) + np.cos(b), 3)
         special = np.array([np.inf, -np.inf, np.nan, -0.0, 0.0], dtype)
         _same(chokepoint.fuse("np.sin(a)")(a=special), np.sin(special))
+
+
+@settings(max_examples=25, deadline=None)
+@given(dtype=floats, data=st.data())
+def test_slices_of_larger_arrays_and_out_slices_bitwise_equal(dtype, data):
+    # a stencil's operands: views whose rows are apart in memory (unit inner step or not),
+    # a broadcast row and column, into a fresh result or a slice of another array
+    ndim = data.draw(st.integers(2, 3))
+    shape = tuple(data.draw(st.lists(st.integers(2, 6), min_size=ndim, max_size=ndim)))
+    big = tuple(s + 3 for s in shape)
+
+    big = (*big[:-1], 2 * big[-1])  # room for an inner step of 2
+
+    def view(base):
+        start = [data.draw(st.integers(0, 3), label="start") for _ in shape]
+        step = data.draw(st.sampled_from([1, 1, 2]), label="inner step")
+        index = [slice(s, s + n) for s, n in zip(start, shape, strict=True)]
+        index[-1] = slice(start[-1], start[-1] + step * shape[-1], step)
+        return base[tuple(index)]
+
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label="seed"))
+    base = rng.normal(size=big).astype(dtype)
+    a = view(base)
+    b = view(rng.normal(size=big).astype(dtype))[(0,) * (ndim - 1)]  # a row, broadcast
+    a0 = a.copy()
+    with np.errstate(all="ignore"):
+        ref = eval(EXACT, {"np": np, "a": a, "b": b})
+    _same(f_exact(a=a, b=b), ref)
+    target = np.full(big, 7.0, dtype)
+    out = target[tuple(slice(1, 1 + n) for n in shape)]
+    assert f_exact(a=a, b=b, out=out) is out
+    _same(out, ref)
+    outside = np.ones(big, bool)
+    outside[tuple(slice(1, 1 + n) for n in shape)] = False
+    assert (target[outside] == 7.0).all()  # nothing written outside the slice
+    assert np.array_equal(a, a0, equal_nan=True)
+
+
+def test_a_stencil_step_reads_its_slices_in_place(monkeypatch):
+    # large enough for the parallel kernel; the slices go to the row kernel as they are
+    from chokepoint.fuse import api
+
+    rows = []
+    launch = api._launch_rows
+    monkeypatch.setattr(api, "_launch_rows", lambda *a: rows.append(1) or launch(*a))
+    copies = []
+    contiguous = np.ascontiguousarray
+    monkeypatch.setattr(api.np, "ascontiguousarray", lambda a: copies.append(1) or contiguous(a))
+    u = np.random.default_rng(2).random((700, 600))
+    v = np.zeros_like(u)
+    step = chokepoint.fuse("0.25 * (n + s + e + w)")
+    sides = {"n": u[:-2, 1:-1], "s": u[2:, 1:-1], "e": u[1:-1, 2:], "w": u[1:-1, :-2]}
+    for _ in range(3):  # serial and parallel, as the chooser tries them
+        assert step(**sides, out=v[1:-1, 1:-1]) is not None
+        _same(v[1:-1, 1:-1], 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, 2:] + u[1:-1, :-2]))
+    assert not v[0].any() and not v[-1].any() and not v[:, 0].any() and not v[:, -1].any()
+    assert rows and not copies

@@ -13,6 +13,8 @@ import ast
 import builtins
 import functools
 import inspect
+import itertools
+import math
 import threading
 import time
 
@@ -260,6 +262,12 @@ def _compute(p, leaves, weak, result, fortran) -> None:
             groups[-1].append(k)
         else:
             groups.append([k])
+    buffered = any(partial_overlap(result, a) for a in leaves)
+    target = np.empty(shape, result.dtype) if buffered else result
+    # merged axes must stay views: a stencil's slices (rows apart in memory) keep their axes,
+    # where merging them copied every operand before the kernel ran
+    if not all(_merges(a, groups) for a in [*padded, target]):
+        groups = [[k] for k in axes]
     dims = tuple(int(np.prod([shape[k] for k in g])) for g in groups) or (1,)
     masks = tuple(tuple(m[axes.index(g[0])] for g in groups) if groups else (False,)
                   for m in present)
@@ -269,16 +277,65 @@ def _compute(p, leaves, weak, result, fortran) -> None:
             operands.append(a.reshape(-1)[0])  # a scalar of its dtype
             continue
         own = tuple(d for d, has in zip(dims, m, strict=True) if has)
-        # drop the length-1 axes (a view), then merge groups (a view when the layout allows)
+        # drop the length-1 axes (a view), then merge groups (a view: see _merges)
         operands.append(a.reshape(tuple(s for s in a.shape if s != 1)).reshape(own))
-    target = result
-    buffered = not result.flags.c_contiguous or any(partial_overlap(result, a) for a in leaves)
-    if buffered:
-        target = np.empty(shape, result.dtype)
     flat = target.reshape(dims)
-    _launch(p, masks, flat, operands, weak)
+    if len(dims) > 1 and not all(o.flags.c_contiguous for o in [flat, *operands]
+                                 if isinstance(o, np.ndarray)):
+        _launch_rows(p, masks, flat, operands, weak)
+    else:
+        if not flat.flags.c_contiguous:
+            buffered, target = True, np.empty(shape, result.dtype)
+            flat = target.reshape(dims)
+        _launch(p, masks, flat, operands, weak)
     if buffered:
         np.copyto(result, target)
+
+
+def _merges(a: np.ndarray, groups: list[list[int]]) -> bool:
+    """Whether each group of ``a``'s axes (its length-1 axes aside) is one axis of a view."""
+    for g in groups:
+        kept = [k for k in g if a.shape[k] != 1]
+        for k, nxt in itertools.pairwise(kept):
+            if a.strides[k] != a.strides[nxt] * a.shape[nxt]:
+                return False
+    return True
+
+
+def _span(a: np.ndarray) -> np.ndarray | None:
+    """A 1-d C-contiguous view from ``a``'s first element to its last, or None where ``a``
+    steps backwards or between elements."""
+    size = a.itemsize
+    if any(s < 0 or s % size for s in a.strides):
+        return None
+    extent = 1 + sum((n - 1) * s // size for n, s in zip(a.shape, a.strides, strict=True))
+    return np.lib.stride_tricks.as_strided(a, shape=(extent,), strides=(size,),
+                                           writeable=a.flags.writeable)
+
+
+def _launch_rows(p, masks, out, operands, weak) -> None:
+    """The kernel over rows: each array as its flat span and the element strides of its outer
+    axes, its innermost axis read at consecutive elements (a copy makes it so where it is
+    not), so that the inner loop is vectorised as on contiguous arrays."""
+    spans, strides = [], []
+    for o, m in zip(operands, masks, strict=True):
+        if not any(m):
+            spans.append(o)
+            continue
+        if (m[-1] and o.strides[-1] != o.itemsize) or _span(o) is None:
+            o = np.ascontiguousarray(o)
+        spans.append(_span(o))
+        if any(m[:-1]):  # the kernel takes the strides of leaves with outer axes only
+            strides.append(tuple(s // o.itemsize
+                                 for s in (o.strides[:-1] if m[-1] else o.strides)))
+    target = out
+    if out.strides[-1] != out.itemsize or _span(out) is None:
+        target = np.empty(out.shape, out.dtype)
+    extra = (tuple(int(n) for n in out.shape),
+             tuple(s // out.itemsize for s in target.strides[:-1]), *strides)
+    _launch(p, masks, _span(target), spans, weak, extra=extra, size=out.size)
+    if target is not out:
+        np.copyto(out, target)
 
 
 def _plain(leaves: list, result: np.ndarray) -> bool:
@@ -296,21 +353,30 @@ def _plain(leaves: list, result: np.ndarray) -> bool:
     return True
 
 
-def _run_kernel(p, masks, mode: str, out, operands, weak) -> None:
+def _run_kernel(p, masks, mode: str, out, operands, weak, extra: tuple = ()) -> None:
     """One kernel call; a plan with :data:`codegen.GUARDED` functions runs its vectorised
     kernel, and its exact one again where an argument was out of range. Computed in place
-    (``out`` one of the inputs), the inputs would be gone by then: the exact kernel only."""
+    (``out`` one of the inputs), the inputs would be gone by then: the exact kernel only.
+    ``extra``: the row kernel's dimensions and strides (the serial one also takes the rows
+    to compute: all of them)."""
+    rows = bool(extra)
+    if rows and mode == "serial":
+        extra = (*extra, 0, math.prod(extra[0][:-1]))
+    args = (out, *operands, *weak, *extra)
     if p.exact is not None and not any(isinstance(o, np.ndarray) and may_share(o, out)
                                        for o in operands):
-        if codegen.kernel(p, masks, mode)(out, *operands, *weak) == 0:
+        if codegen.kernel(p, masks, mode, rows=rows)(*args) == 0:
             return
-    codegen.kernel(p, masks, mode, p.exact is not None)(out, *operands, *weak)
+    codegen.kernel(p, masks, mode, p.exact is not None, rows=rows)(*args)
 
 
-def _launch(p, masks, out, operands, weak) -> None:
-    n = out.size
+def _launch(p, masks, out, operands, weak, extra: tuple = (), size: int | None = None) -> None:
+    """Run ``p``'s kernel on ``out`` (of ``size`` elements: a flat span's differ), serial,
+    parallel or streaming as the chooser decides; ``extra``: the row path's dimensions and
+    strides (see :func:`_launch_rows`)."""
+    n = out.size if size is None else size
     if n < engine_numba.PARALLEL_MIN or engine_numba._serial_only:
-        _run_kernel(p, masks, "serial", out, operands, weak)
+        _run_kernel(p, masks, "serial", out, operands, weak, extra)
         return
     with engine_numba._launch_lock:
         # streaming only where the kernels stream (the tuning measured it faster) and only
@@ -318,11 +384,13 @@ def _launch(p, masks, out, operands, weak) -> None:
         # took 6 s for 'np.exp(a) + b' (1.2 s for the parallel variant). Even then the calls
         # measure it against the parallel loop: LLVM leaves some lanes scalar (sqrt: 13.4 ms
         # against 6.9 for 'np.sqrt(a**2 + b**2)' on 1e7 float64), others gain (a + b * c).
-        stream = (out.ndim == 1 and not p.transcendental and engine_numba._stream_maps
+        stream = (not extra and out.ndim == 1 and not p.transcendental
+                  and engine_numba._stream_maps
                   and engine_numba._streamable(out, operands, operands))
         wide, others = ("stream", ("parallel", "serial")) if stream else ("parallel", ("serial",))
         # serial when the calls measured it faster (a busy core): the kernels' own chooser
-        key = ("fuse", id(p), masks)  # a plan lives as long as its Fused (cached per trace)
+        # a plan lives as long as its Fused (cached per trace)
+        key = ("fuse", id(p), masks, bool(extra))
         mode, timed = engine_numba.chooser.decide(key, n, wide, others)
         start = time.perf_counter() if timed else 0.0
         if mode == "stream":
@@ -332,7 +400,7 @@ def _launch(p, masks, out, operands, weak) -> None:
                 tail = [o[head:] if any(m) else o for o, m in zip(operands, masks, strict=True)]
                 codegen.kernel(p, masks, "serial")(out[head:], *tail, *weak)
         else:
-            _run_kernel(p, masks, mode, out, operands, weak)
+            _run_kernel(p, masks, mode, out, operands, weak, extra)
         if timed:
             engine_numba.chooser.record(key, n, mode, time.perf_counter() - start,
                                         (out.dtype.char, *(getattr(o, "dtype", None)

@@ -240,19 +240,26 @@ def _index(mask: tuple[bool, ...], d: int) -> str:
     return ", ".join(i for i, m in zip(idx, mask, strict=True) if m)
 
 
-def source(p: Plan, masks: tuple, mode: str, exact: bool = False) -> tuple[str, str]:
+def source(p: Plan, masks: tuple, mode: str, exact: bool = False,
+           rows: bool = False) -> tuple[str, str]:
     """(function name, source) of the kernel for ``p`` with operand axis ``masks``.
 
     ``masks[k]`` says which of the ``d`` loop axes leaf ``k`` has (all False: a scalar).
     The kernel returns how many arguments of :data:`GUARDED` functions were out of their
     range (0 for the ``exact`` kernel, which computes them with NumPy's functions).
+    With ``rows``, ``out`` and each array leaf are flat spans, and the kernel takes after the
+    scalars the loop's dimensions ``D``, ``out``'s outer strides ``SO`` and, per array leaf,
+    the strides ``S{k}`` of its outer axes (in elements; each innermost axis is contiguous).
     """
     body_lines = p.exact if exact and p.exact is not None else p.body
     d = len(masks[0]) if masks else 1
     d = max(d, 1)
     args = [f"L{k}" for k in range(len(p.leaves))] + [f"W{k}" for k in range(len(p.weak))]
     pad = " " * 4
-    if mode == "stream":
+    if rows:
+        serial = source(p, masks, "serial", exact, rows=True)[0] if mode != "serial" else ""
+        text = _rows_source(body_lines, masks, mode, args, d, serial)
+    elif mode == "stream":
         lanes = []
         for lane in range(8):
             lines = [f"v{k} = L{k}[i_]" for k, m in enumerate(masks) if any(m)]
@@ -292,6 +299,68 @@ def source(p: Plan, masks: tuple, mode: str, exact: bool = False) -> tuple[str, 
     return fname, text.replace("{fname}", fname)
 
 
+#: elements per chunk of rows that a parallel row kernel hands to one call of the serial one
+ROWS_CHUNK = 16384
+
+
+def _rows_source(body_lines: list[str], masks: tuple, mode: str, args: list[str], d: int,
+                 serial: str = "") -> str:
+    """The row kernel (see :func:`source`). Serial: a loop over the outer axes' rows ``P0`` to
+    ``P1``, each array's row a slice made once per row, and an inner loop over the slices,
+    which LLVM vectorises as it does a contiguous array's. Parallel: chunks of rows, each a
+    call of the serial kernel (``serial``, named in a comment so that its name is in this
+    kernel's) that LLVM may not inline: inlined into numba's parallel loop, the inner loop was
+    not vectorised (a + b on 2-D slices: 9.5 ms against 4.6)."""
+    pad = " " * 4
+    strided = [k for k, m in enumerate(masks) if any(m[:-1])]
+    params = [*args, "D", "SO", *(f"S{k}" for k in strided)]
+    count = " * ".join(f"D[{a}]" for a in range(d - 1))
+    if mode != "serial":
+        return "\n".join([
+            f"# rows of {serial}",
+            f"def {{fname}}(out, {', '.join(params)}):",
+            pad + f"rows = {count}",
+            pad + f"step = max(1, {ROWS_CHUNK} // max(D[{d - 1}], 1))",
+            pad + "g_ = 0",
+            pad + "for c in prange((rows + step - 1) // step):",
+            pad * 2 + f"g_ += serial(out, {', '.join(params)}, c * step, "
+                      "min(c * step + step, rows))",
+            pad + "return g_", ""])
+
+    def start(strides: str, present: tuple) -> str:
+        axes = [a for a in range(d - 1) if present[a]]
+        return " + ".join(f"i{a} * {strides}[{pos}]" for pos, a in enumerate(axes)) or "0"
+
+    steps = ["q_ = p"]
+    for a in range(d - 2, 0, -1):
+        steps += [f"i{a} = q_ % D[{a}]", f"q_ //= D[{a}]"]
+    steps.append("i0 = q_")
+    # each row as a slice: indexed by the inner loop's counter alone, which LLVM knows is not
+    # negative; indexed by start + j, numba's wraparound of negative indices made the loop
+    # gathers and scatters (9.1 ms against 4.6 for a + b on 2-D slices, output not cached)
+    steps.append(f"o_ = {start('SO', (True,) * d)}")
+    steps.append(f"O_ = out[o_:o_ + D[{d - 1}]]")
+    loads = []
+    for k, m in enumerate(masks):
+        if k in strided and m[-1]:
+            steps.append(f"b_ = {start(f'S{k}', m)}")
+            steps.append(f"R{k} = L{k}[b_:b_ + D[{d - 1}]]")
+            loads.append(f"v{k} = R{k}[j]")
+        elif k in strided:  # no inner axis: one value per row
+            steps.append(f"v{k} = L{k}[{start(f'S{k}', m)}]")
+        elif any(m):
+            loads.append(f"v{k} = L{k}[j]")
+    body = [*loads, *_bind(body_lines, masks), "O_[j] = r"]
+    lines = [f"def {{fname}}(out, {', '.join(params)}, P0, P1):",
+             pad + "g_ = 0",
+             pad + "for p in range(P0, P1):",
+             *(pad * 2 + x for x in steps),
+             pad * 2 + f"for j in range(D[{d - 1}]):",
+             *(pad * 3 + x for x in body),
+             pad + "return g_"]
+    return "\n" + "\n".join(lines) + "\n"
+
+
 def _bind(body: list[str], masks: tuple) -> list[str]:
     """A plan's body with array leaves read from ``v{k}`` and scalar leaves used directly."""
     lines = []
@@ -328,22 +397,28 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def kernel(p: Plan, masks: tuple, mode: str, exact: bool = False) -> Callable:
+def kernel(p: Plan, masks: tuple, mode: str, exact: bool = False,
+           rows: bool = False) -> Callable:
     """The compiled kernel (generated and jitted once per process, loaded from disk after);
     see :func:`source`."""
-    found = p.compiled.get((masks, mode, exact))
+    found = p.compiled.get((masks, mode, exact, rows))
     if found is not None:
         return found
-    fname, text = source(p, masks, mode, exact)
+    fname, text = source(p, masks, mode, exact, rows)
+    serial = kernel(p, masks, "serial", exact, rows=True) if rows and mode != "serial" else None
     found = _kernels.get(fname)
     if found is None:
         with _lock:
             found = _kernels.get(fname)
             if found is None:
                 namespace = dict(_NAMESPACE)
+                if rows and mode != "serial":  # made first: the lock is not reentrant
+                    namespace["serial"] = engine_numba._noinline(
+                        serial, 5 + len(p.leaves) + len(p.weak)
+                        + sum(any(m[:-1]) for m in masks))
                 exec(compile(text, __file__, "exec"), namespace)
                 found = jit.njit(namespace[fname], parallel=mode != "serial", nogil=True,
                                  error_model="numpy")
                 _kernels[fname] = found
-    p.compiled[(masks, mode, exact)] = found
+    p.compiled[(masks, mode, exact, rows)] = found
     return found
