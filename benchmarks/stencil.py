@@ -7,9 +7,9 @@ Issue 33's cases on an n x n grid (float64 by default): a 5-point stencil step a
 Jacobi 2-D step (each written into the interior of a second grid, ``out=`` a slice), and
 ``a + b`` on two interior slices into a fresh result with one thread
 (``numba.set_num_threads(1)``; NumPy and numexpr single-threaded too). Rounds alternate the
-candidates' order; each round times every candidate for about 0.1 s and keeps its median call; printed: the median over rounds, and
-NumPy's time over each candidate's (above 1.0x: faster than NumPy). Values are checked against
-NumPy's first.
+candidates' order; each round times every candidate for about 0.1 s and keeps its median
+call; printed: the median over rounds, and NumPy's time over each candidate's (above 1.0x:
+faster than NumPy). Values are checked against NumPy's first.
 """
 
 from __future__ import annotations
