@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from chokepoint.explain.rewrite import CLOSE_ULP, find_rewrite, literals
+from chokepoint.explain.rewrite import CLOSE_ULP, find_rewrite, lift_slices, literals
 from chokepoint.kernels.registry import KERNELS
 
 ERF = np.vectorize(math.erf, otypes=[np.float64])  # SciPy's erf, without SciPy
@@ -69,3 +69,14 @@ def test_other_code_gets_no_kernel(statement):
 
 def test_literals_read_negative_numbers_and_skip_booleans():
     assert literals("np.clip(X, -2, 2.5) * True + X ** 3 - 2") == [-2, 2.5, 3, 2]
+
+
+def test_slices_of_names_become_arguments_once_each():
+    u, n = np.ones((5, 5)), 3
+    ns = {"np": np, "u": u, "n": n, "u_0": 1.0}
+    assert lift_slices("(u[2:, 1:-1] + u[:-2, 1:-1]) * u[2:, 1:-1]", ns) == (
+        "(u_1 + u_2) * u_1", {"u_1": "u[2:, 1:-1]", "u_2": "u[:-2, 1:-1]"})
+    assert lift_slices("np.sin(u[1:n - 1, 0])", ns) == ("np.sin(u_1)", {"u_1": "u[1:n - 1, 0]"})
+    assert lift_slices("u + 1", ns) == ("u + 1", {})
+    assert lift_slices("u[2:, 1:-1] + missing[1:]", ns) == (
+        "u_1 + missing[1:]", {"u_1": "u[2:, 1:-1]"})  # not evaluable: left as written

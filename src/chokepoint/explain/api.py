@@ -39,7 +39,7 @@ from .probes import (
     subset,
     time_op,
 )
-from .rewrite import CLOSE_ULP, FASTER, find_rewrite, max_ulp
+from .rewrite import CLOSE_ULP, FASTER, find_rewrite, lift_slices, max_ulp
 from .trace import CREATIONS, trace, untraced
 
 __all__ = ["PROBED", "ExplainError", "Explanation", "allocated", "explain", "floor_of",
@@ -484,9 +484,12 @@ def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: 
             or any(op.kind not in ("ufunc", "function") or op.gemm for op in chain)):
         return None, None
     try:
-        fused = fuse(statement.source)
+        # a stencil's slices (u[2:, 1:-1]) are arguments: fuse reads them in place
+        source, slices = lift_slices(statement.source, namespace)
+        fused = fuse(source)
         names = list(fused._signature.parameters)
-        values = {n: namespace[n] for n in names}
+        values = {n: eval(slices[n], dict(namespace)) if n in slices else namespace[n]
+                  for n in names}
         first = time.perf_counter()
         ours = np.asarray(fused(**values))
         compile_s = time.perf_counter() - first
@@ -497,7 +500,7 @@ def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: 
     ulp = max_ulp(ours, result)  # an integer or boolean result: 0 when equal, else inf
     if ulp > CLOSE_ULP:
         return None, None
-    code = f"chokepoint.fuse({statement.source!r})({', '.join(f'{n}={n}' for n in names)})"
+    code = f"chokepoint.fuse({source!r})({', '.join(f'{n}={slices.get(n, n)}' for n in names)})"
     statement_fn = statement.function(dict(namespace))
     settle(lambda: fused(**values))
     before, after = measure_interleaved([statement_fn, lambda: fused(**values)],

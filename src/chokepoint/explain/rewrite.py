@@ -26,7 +26,8 @@ from .. import kernels
 from ..kernels.backend import set_backend
 from ..kernels.registry import KERNELS, Kernel
 
-__all__ = ["CLOSE_ULP", "FASTER", "Rewrite", "find_rewrite", "literals", "max_ulp"]
+__all__ = ["CLOSE_ULP", "FASTER", "Rewrite", "find_rewrite", "lift_slices", "literals",
+           "max_ulp"]
 
 #: a rewrite (a kernel, a fused kernel) is proposed only when it measured at least this much
 #: faster than the code it replaces, timed interleaved with it after :func:`settle` calls
@@ -266,3 +267,50 @@ def find_rewrite(statement: str, namespace: dict, inputs: dict[str, np.ndarray],
                 bytes=sum(a.nbytes for a in args) + result.size, differs_at=differs_at)
         return found
     return None
+
+
+def _basic_index(node: ast.AST) -> bool:
+    """Whether a subscript's index is slices and integers written as constants or names (a
+    view of the array: ``u[2:, 1:-1]``, ``u[1:n - 1, k]``), not an array."""
+    if isinstance(node, ast.Tuple):
+        return all(_basic_index(e) for e in node.elts)
+    if isinstance(node, ast.Slice):
+        return all(part is None or _basic_index(part)
+                   for part in (node.lower, node.upper, node.step))
+    return all(isinstance(n, (ast.Constant, ast.Name, ast.UnaryOp, ast.BinOp, ast.operator,
+                              ast.unaryop, ast.Load))
+               for n in ast.walk(node))
+
+
+def lift_slices(source: str, namespace: dict) -> tuple[str, dict[str, str]]:
+    """``source`` (an expression) with each basic slice of a name an argument of its own, as
+    :func:`chokepoint.fuse` takes a stencil's shifted neighbours: ``(u_0 + u_1) / 2`` and
+    ``{"u_0": "u[2:, 1:-1]", "u_1": "u[:-2, 1:-1]"}``. The same slice written twice is one
+    argument; a slice that is not an array view in ``namespace`` stays as written."""
+    tree = ast.parse(source.strip(), mode="eval")
+    taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | set(namespace)
+    lifted: dict[str, str] = {}  # the slice's code -> its argument
+
+    class Lift(ast.NodeTransformer):
+        def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+            if not (isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Load)
+                    and _basic_index(node.slice)):
+                return self.generic_visit(node)
+            code = ast.unparse(node)
+            if code not in lifted:
+                try:
+                    value = eval(compile(ast.Expression(node), "<slice>", "eval"),
+                                 dict(namespace))
+                except Exception:  # not evaluable here: left as written
+                    return node
+                if not isinstance(value, np.ndarray) or value.ndim == 0:
+                    return node
+                k = 0
+                while f"{node.value.id}_{k}" in taken:
+                    k += 1
+                taken.add(f"{node.value.id}_{k}")
+                lifted[code] = f"{node.value.id}_{k}"
+            return ast.copy_location(ast.Name(lifted[code], ast.Load()), node)
+
+    body = ast.fix_missing_locations(Lift().visit(tree))
+    return ast.unparse(body), {name: code for code, name in lifted.items()}
