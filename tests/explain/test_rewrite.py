@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from chokepoint.explain.rewrite import CLOSE_ULP, find_rewrite, lift_slices, literals
+from chokepoint.explain.rewrite import CLOSE_ULP, find_rewrite, lift_slices, literals, touched_bytes
 from chokepoint.kernels.registry import KERNELS
 
 ERF = np.vectorize(math.erf, otypes=[np.float64])  # SciPy's erf, without SciPy
@@ -80,3 +80,11 @@ def test_slices_of_names_become_arguments_once_each():
     assert lift_slices("u + 1", ns) == ("u + 1", {})
     assert lift_slices("u[2:, 1:-1] + missing[1:]", ns) == (
         "u_1 + missing[1:]", {"u_1": "u[2:, 1:-1]"})  # not evaluable: left as written
+
+
+def test_overlapping_views_count_their_memory_once():
+    u = np.zeros((100, 50))
+    shifted = [u[2:, 1:-1], u[:-2, 1:-1], u[1:-1, 2:], u[1:-1, :-2]]
+    assert touched_bytes(shifted) == u.nbytes - 2 * 8  # all but the first and last element
+    other = np.zeros(10)
+    assert touched_bytes([u, other, u[:10], np.zeros(0)]) == u.nbytes + other.nbytes

@@ -39,7 +39,7 @@ from .probes import (
     subset,
     time_op,
 )
-from .rewrite import CLOSE_ULP, FASTER, find_rewrite, lift_slices, max_ulp
+from .rewrite import CLOSE_ULP, FASTER, find_rewrite, lift_slices, max_ulp, touched_bytes
 from .trace import CREATIONS, trace, untraced
 
 __all__ = ["PROBED", "ExplainError", "Explanation", "allocated", "explain", "floor_of",
@@ -510,7 +510,8 @@ def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: 
         return None, None
     same = "same values" if ulp == 0 else \
         f"values within {ulp:.2g} ulp of the result's largest magnitude of NumPy's"
-    nbytes = sum(v.nbytes for v in values.values() if isinstance(v, np.ndarray)) + result.nbytes
+    nbytes = touched_bytes(v for v in values.values() if isinstance(v, np.ndarray)) \
+        + result.nbytes
     rewrite = {"statement": code, "predicted_s": roof.floor_seconds(nbytes),
                "measured_s": after.median, "speedup": before.median / after.median,
                "note": (f"its first call compiled in {compile_s:.2g} s (cached on disk "

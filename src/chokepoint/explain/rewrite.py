@@ -27,7 +27,7 @@ from ..kernels.backend import set_backend
 from ..kernels.registry import KERNELS, Kernel
 
 __all__ = ["CLOSE_ULP", "FASTER", "Rewrite", "find_rewrite", "lift_slices", "literals",
-           "max_ulp"]
+           "max_ulp", "touched_bytes"]
 
 #: a rewrite (a kernel, a fused kernel) is proposed only when it measured at least this much
 #: faster than the code it replaces, timed interleaved with it after :func:`settle` calls
@@ -314,3 +314,20 @@ def lift_slices(source: str, namespace: dict) -> tuple[str, dict[str, str]]:
 
     body = ast.fix_missing_locations(Lift().visit(tree))
     return ast.unparse(body), {name: code for code, name in lifted.items()}
+
+
+def touched_bytes(arrays) -> int:
+    """Bytes of memory that ``arrays`` lie in, each byte once: a stencil's four shifted slices
+    of one grid are about one grid, not four (their byte ranges, merged)."""
+    from .probes import _byte_bounds
+
+    spans = sorted(_byte_bounds(a) for a in arrays if a.size)
+    total, end = 0, None
+    for low, high in spans:
+        if end is None or low > end:
+            total += high - low
+            end = high
+        elif high > end:
+            total += high - end
+            end = high
+    return total
