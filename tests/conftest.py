@@ -1,6 +1,11 @@
 """Shared fixtures."""
 
 import importlib
+import os
+
+# fuse's kernels, not NumPy's ufuncs on blocks, unless a test asks (tests/fuse/test_blocks.py):
+# the kernels' tests then test the kernels on every machine, and no test measures functions
+os.environ.setdefault("CHOKEPOINT_FUSE_NUMPY", "never")
 
 import pytest
 

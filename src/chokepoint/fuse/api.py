@@ -18,11 +18,12 @@ import math
 import threading
 import time
 
+import numba
 import numpy as np
 
 from ..kernels import engine_numba, pool
 from ..kernels.layout import may_share, partial_overlap
-from . import codegen
+from . import blocks, codegen, costs
 from .trace import FuseError, trace
 
 __all__ = ["Fused", "fuse"]
@@ -238,13 +239,21 @@ def _run(p: codegen.Plan, values: dict, out):
                                  for a in full)
     result = out if out is not None else pool.empty(shape, p.dtype, "F" if fortran else "C")
     if result.size:
-        _compute(p, leaves, weak, result, fortran)
+        _compute(p, leaves, weak, result, fortran, values)
     if out is None and result.ndim == 0:
         return result[()]
     return result
 
 
-def _compute(p, leaves, weak, result, fortran) -> None:
+def _compute(p, leaves, weak, result, fortran, values: dict) -> None:
+    if _plain([a for a in leaves if a.ndim], result) and _on_blocks(p):
+        # NumPy's ufuncs are faster on this machine for these functions: on flat blocks
+        flat = {n: v.reshape(-1) if isinstance(v, np.ndarray) and v.ndim else v
+                for n, v in values.items()}
+        threads = 1 if (result.size < engine_numba.PARALLEL_MIN
+                        or engine_numba._serial_only) else numba.get_num_threads()
+        blocks.evaluate(p.result, flat, result.reshape(-1), threads)
+        return
     if _plain(leaves, result):  # the common call: one flat loop over every operand
         _launch(p, ((True,),) * len(leaves), result.reshape(-1),
                 [a.reshape(-1) for a in leaves], weak)
@@ -290,6 +299,14 @@ def _compute(p, leaves, weak, result, fortran) -> None:
         _launch(p, masks, flat, operands, weak)
     if buffered:
         np.copyto(result, target)
+
+
+def _on_blocks(p: codegen.Plan) -> bool:
+    """Whether ``p`` runs as NumPy's ufuncs on blocks (:mod:`.costs`), decided at its first
+    flat call (which measures the functions this machine has no figures for yet)."""
+    if p.on_blocks is None:
+        p.on_blocks = costs.numpy_faster(p.functions)
+    return p.on_blocks
 
 
 def _merges(a: np.ndarray, groups: list[list[int]]) -> bool:

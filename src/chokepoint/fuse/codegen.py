@@ -113,8 +113,16 @@ class Plan:
         The body with NumPy's (libm's) functions for the :data:`GUARDED` ufuncs and no range
         counts, when ``body`` calls any of them; else None.
     compiled : dict
-        ``(masks, mode, exact) -> kernel``, filled by :func:`kernel`: generating the source to
-        look a kernel up took 120 us a call, more than the kernel itself on 1e5 elements.
+        ``(masks, mode, exact, rows) -> kernel``, filled by :func:`kernel`: generating the
+        source to look a kernel up took 120 us a call, more than the kernel itself on 1e5
+        elements.
+    result : Node or None
+        The traced graph's output (:mod:`.blocks` evaluates it with NumPy's ufuncs).
+    functions : list of tuple
+        ``(ufunc name, loop dtype name)`` of each transcendental operation.
+    on_blocks : bool or None
+        Whether NumPy's ufuncs on blocks are faster for this plan (:mod:`.costs`; None until
+        a call asks).
     """
 
     leaves: list
@@ -124,6 +132,9 @@ class Plan:
     transcendental: int
     exact: list | None = None
     compiled: dict = field(default_factory=dict, repr=False, compare=False)
+    result: Node | None = field(default=None, repr=False, compare=False)
+    functions: list = field(default_factory=list)
+    on_blocks: bool | None = field(default=None, repr=False, compare=False)
 
 
 def _type(dtype) -> str:
@@ -199,8 +210,10 @@ def plan(result: Node) -> Plan:
         body.append(f"g_ += {' | '.join(out_of_range)}")
     body.append(f"r = {names[id(result)]}")
     exact.append(body[-1])
+    functions = [(n.op, np.dtype(n.loop[0]).name) for n in order
+                 if n.op in TRANSCENDENTAL and not n.weak]
     return Plan(leaves, weak, body, np.dtype(result.dtype), count,
-                exact if out_of_range else None)
+                exact if out_of_range else None, result=result, functions=functions)
 
 
 def _weak_dtype(node: Node) -> np.dtype:
