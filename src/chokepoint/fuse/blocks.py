@@ -28,12 +28,14 @@ __all__ = ["BLOCK", "evaluate", "order"]
 BLOCK = 65536
 
 _pool: ThreadPoolExecutor | None = None
+_pool_size = 0
 _pool_lock = threading.Lock()
 
 
 def _after_fork_in_child() -> None:
-    global _pool, _pool_lock
-    _pool, _pool_lock = None, threading.Lock()  # the parent's threads are not in the child
+    global _pool, _pool_size, _pool_lock
+    # the parent's threads are not in the child
+    _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -115,7 +117,7 @@ def evaluate(result: Node, values: dict, out: np.ndarray, threads: int = 1) -> N
     ``values`` (input name -> value) being 1-d and of ``out``'s length; on ``threads``
     threads. One operation is one call on the whole array (NumPy's own call: no temporaries
     to save)."""
-    global _pool
+    global _pool, _pool_size
     steps = order(result)
     if not steps or steps[-1] is not result:  # the code returns an input or a constant
         value = values[result.name] if result.op == "input" else result.value
@@ -140,8 +142,11 @@ def evaluate(result: Node, values: dict, out: np.ndarray, threads: int = 1) -> N
         work()
         return
     with _pool_lock:
-        if _pool is None or _pool._max_workers < threads - 1:
-            _pool = ThreadPoolExecutor(max_workers=threads - 1,
+        if _pool is None or _pool_size < threads - 1:
+            if _pool is not None:
+                _pool.shutdown(wait=False)  # its threads end once idle
+            _pool_size = threads - 1
+            _pool = ThreadPoolExecutor(max_workers=_pool_size,
                                        thread_name_prefix="chokepoint-fuse")
         pool = _pool
     others = [pool.submit(work) for _ in range(threads - 1)]
