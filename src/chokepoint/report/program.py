@@ -43,10 +43,15 @@ def cause_evidence(cause: dict) -> str:
     hits = cause.get("hits", 1)
     per = f" ({_runs(hits)})" if hits > 1 else ""
     if cause.get("first_use"):
-        return (f"its first run took {_ms(cause['first_run_s'])} and grew the process by "
-                f"{_mb(cause['peak_growth'])}; replayed on memory already used, "
-                f"{_ms(cause['replay_s'])}: {_ms(cause['seconds'])} went to pages used for "
-                "the first time")
+        grew = (f"grew the process by {_mb(cause['peak_growth'])}"
+                if cause["peak_growth"] >= cause.get("new_bytes", 0) else
+                f"made {_mb(cause['new_bytes'])} of new memory")
+        runs = (f" (its {hits} runs {_ms(cause['run_s'])} in all)"
+                if hits > 1 and "run_s" in cause else "")
+        return (f"its first run took {_ms(cause['first_run_s'])}{runs} and {grew}; replayed "
+                f"on memory already used, {_ms(cause['replay_s'])} a run: "
+                f"{_ms(cause['seconds'])} went to pages used for the first time (or taken back "
+                "by the OS since)")
     if kind in ("allocation", "temporaries"):
         said = []
         if "reused_s" in cause:
