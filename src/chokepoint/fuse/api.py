@@ -250,7 +250,7 @@ def _compute(p, leaves, weak, result, fortran, values: dict) -> None:
         # NumPy's ufuncs are faster on this machine for these functions: on flat blocks
         flat = {n: v.reshape(-1) if isinstance(v, np.ndarray) and v.ndim else v
                 for n, v in values.items()}
-        threads = 1 if (result.size < engine_numba.PARALLEL_MIN
+        threads = 1 if (result.size < blocks.PARALLEL_MIN
                         or engine_numba._serial_only) else numba.get_num_threads()
         blocks.evaluate(p.result, flat, result.reshape(-1), threads)
         return
@@ -305,7 +305,7 @@ def _on_blocks(p: codegen.Plan) -> bool:
     """Whether ``p`` runs as NumPy's ufuncs on blocks (:mod:`.costs`), decided at its first
     flat call (which measures the functions this machine has no figures for yet)."""
     if p.on_blocks is None:
-        p.on_blocks = costs.numpy_faster(p.functions)
+        p.on_blocks = costs.numpy_faster(p.operations)
     return p.on_blocks
 
 

@@ -118,8 +118,8 @@ class Plan:
         elements.
     result : Node or None
         The traced graph's output (:mod:`.blocks` evaluates it with NumPy's ufuncs).
-    functions : list of tuple
-        ``(ufunc name, loop dtype name)`` of each transcendental operation.
+    operations : list of tuple
+        ``(ufunc name, dtype name of its first operand's loop)`` of each operation.
     on_blocks : bool or None
         Whether NumPy's ufuncs on blocks are faster for this plan (:mod:`.costs`; None until
         a call asks).
@@ -133,7 +133,7 @@ class Plan:
     exact: list | None = None
     compiled: dict = field(default_factory=dict, repr=False, compare=False)
     result: Node | None = field(default=None, repr=False, compare=False)
-    functions: list = field(default_factory=list)
+    operations: list = field(default_factory=list)
     on_blocks: bool | None = field(default=None, repr=False, compare=False)
 
 
@@ -210,10 +210,10 @@ def plan(result: Node) -> Plan:
         body.append(f"g_ += {' | '.join(out_of_range)}")
     body.append(f"r = {names[id(result)]}")
     exact.append(body[-1])
-    functions = [(n.op, np.dtype(n.loop[0]).name) for n in order
-                 if n.op in TRANSCENDENTAL and not n.weak]
+    operations = [(n.op, np.dtype(n.loop[0]).name) for n in order
+                  if n.op not in ("input", "scalar") and not n.weak]
     return Plan(leaves, weak, body, np.dtype(result.dtype), count,
-                exact if out_of_range else None, result=result, functions=functions)
+                exact if out_of_range else None, result=result, operations=operations)
 
 
 def _weak_dtype(node: Node) -> np.dtype:
