@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .trace import Node
+from .trace import Node, topological
 
 __all__ = ["BLOCK", "PARALLEL_MIN", "evaluate", "order"]
 
@@ -49,21 +49,7 @@ if hasattr(os, "register_at_fork"):
 
 def order(result: Node) -> list[Node]:
     """The operations of ``result``'s graph, each after its operands."""
-    out: list[Node] = []
-    seen: set[int] = set()
-    stack = [(result, False)]
-    while stack:
-        node, done = stack.pop()
-        if done:
-            if id(node) not in seen:
-                seen.add(id(node))
-                if node.op not in ("input", "scalar"):
-                    out.append(node)
-            continue
-        if id(node) not in seen:
-            stack.append((node, True))
-            stack.extend((a, False) for a in reversed(node.args))
-    return out
+    return [n for n in topological(result) if n.op not in ("input", "scalar")]
 
 
 def _program(steps: list[Node], values: dict) -> list[tuple]:

@@ -25,7 +25,7 @@ import numba
 import numpy as np
 
 from ..kernels import engine_numba, jit, vecmath, vocabulary
-from .trace import UFUNCS, FuseError, Node
+from .trace import UFUNCS, FuseError, Node, topological
 
 __all__ = ["Plan", "kernel", "plan"]
 
@@ -153,24 +153,7 @@ def plan(result: Node) -> Plan:
     """The kernel plan computing ``result`` (a traced graph's output)."""
     from .trace import TRANSCENDENTAL
 
-    order: list[Node] = []
-    seen: set[int] = set()
-
-    def visit(node: Node) -> None:
-        stack = [(node, False)]
-        while stack:
-            n, done = stack.pop()
-            if done:
-                if id(n) not in seen:
-                    seen.add(id(n))
-                    order.append(n)
-                continue
-            if id(n) in seen:
-                continue
-            stack.append((n, True))
-            stack.extend((a, False) for a in reversed(n.args))
-
-    visit(result)
+    order = topological(result)
     names: dict[int, str] = {}
     leaves, weak, body, exact, out_of_range = [], [], [], [], []
     count = 0

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["FuseError", "Graph", "Node", "trace"]
+__all__ = ["FuseError", "Graph", "Node", "topological", "trace"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _NUMPY = os.path.dirname(os.path.abspath(np.__file__))
@@ -329,6 +329,25 @@ def _check_dtype(dtype, where: str) -> None:
         return
     raise FuseError(f"dtype {dtype} is not supported by fuse (bool, integers, float32 and "
                     f"float64 are){where}")
+
+
+def topological(result: Node) -> list[Node]:
+    """Every node of ``result``'s graph, each after its operands (without recursion: a long
+    chain of operations would exceed Python's recursion limit)."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    stack = [(result, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            if id(node) not in seen:
+                seen.add(id(node))
+                order.append(node)
+            continue
+        if id(node) not in seen:
+            stack.append((node, True))
+            stack.extend((a, False) for a in reversed(node.args))
+    return order
 
 
 def trace(func, kinds: dict[str, object]) -> tuple[Graph, Node]:
