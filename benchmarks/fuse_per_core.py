@@ -5,9 +5,9 @@
 
 Each of fuse's transcendental functions and issue 33's two chains, float32 and float64, on
 ``n`` elements in [0.01, 0.99] (``arccosh`` on [1.01, 1.99]), with ``--threads`` threads for
-numba and for fuse's NumPy blocks (NumPy itself is single-threaded). Three candidates, rounds
-alternating their order: NumPy, fuse with its kernel always (``costs.POLICY = "never"``, what
-fuse did before the choice) and fuse as it chooses (``"auto"``: the kernel, or NumPy's ufuncs
+numba and for fuse's NumPy blocks (NumPy itself is single-threaded). Three candidates, timed by
+``measure_interleaved`` in rounds alternating their order: NumPy, fuse with its kernel always
+(``costs.POLICY = "never"``, what fuse did before the choice) and fuse as it chooses (``"auto"``: the kernel, or NumPy's ufuncs
 on blocks where this machine's measured figures say they are faster). Printed: NumPy's time
 over each fuse's (below 1.0x: slower than NumPy), and which way "auto" went.
 """
@@ -15,30 +15,20 @@ over each fuse's (below 1.0x: slower than NumPy), and which way "auto" went.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 
 import numba
 import numpy as np
 
 import chokepoint
 from chokepoint.fuse import costs
+from chokepoint.measure.timer import measure_interleaved
 
 UNARY = ["exp", "expm1", "log", "log1p", "log2", "log10", "exp2", "cbrt", "sin", "cos", "tan",
          "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh",
          "arctanh"]
 BINARY = ["arctan2", "hypot", "power"]
 CHAINS = ["np.exp(a) + np.tan(b) - np.sinh(c)", "np.sin(a) + np.log(b) * np.sqrt(c)"]
-
-
-def _median_call(fn, seconds: float = 0.05) -> float:
-    calls, end = [], time.perf_counter() + seconds
-    while time.perf_counter() < end or len(calls) < 3:
-        start = time.perf_counter()
-        fn()
-        calls.append(time.perf_counter() - start)
-    return statistics.median(calls)
 
 
 def _fused(code: str, policy: str, values: dict, out: np.ndarray):
@@ -73,12 +63,11 @@ def main(argv=None) -> int:
                 candidates = {"numpy": lambda c=code, v=values: eval(c, {"np": np, **v})}
                 candidates["kernel"], _ = _fused(code, "never", values, out)
                 candidates["auto"], on_blocks = _fused(code, "auto", values, out)
-                times: dict[str, list[float]] = {k: [] for k in candidates}
-                for r in range(args.rounds):
-                    for name in (list(candidates) if r % 2 == 0 else list(candidates)[::-1]):
-                        times[name].append(_median_call(candidates[name]))
-            numpy_s = statistics.median(times["numpy"])
-            ratio = {k: numpy_s / statistics.median(v) for k, v in times.items()}
+                measured = dict(zip(candidates, measure_interleaved(
+                    list(candidates.values()), min_time=0.05, repeats=args.rounds),
+                    strict=True))
+            numpy_s = measured["numpy"].median
+            ratio = {k: numpy_s / m.median for k, m in measured.items()}
             print(f"{code:<40} {dtype}: numpy {numpy_s * 1e3:7.2f} ms, kernel "
                   f"{ratio['kernel']:5.2f}x, auto {ratio['auto']:5.2f}x "
                   f"({'NumPy blocks' if on_blocks else 'kernel'})", flush=True)

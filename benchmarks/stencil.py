@@ -6,36 +6,26 @@
 Issue 33's cases on an n x n grid (float64 by default): a 5-point stencil step and npbench's
 Jacobi 2-D step (each written into the interior of a second grid, ``out=`` a slice), and
 ``a + b`` on two interior slices into a fresh result with one thread
-(``numba.set_num_threads(1)``; NumPy and numexpr single-threaded too). Rounds alternate the
-candidates' order; each round times every candidate for about 0.1 s and keeps its median
-call; printed: the median over rounds, and NumPy's time over each candidate's (above 1.0x:
+(``numba.set_num_threads(1)``; NumPy and numexpr single-threaded too). Timed with
+``measure_interleaved`` (rounds alternating the candidates' order, about 0.1 s each a round);
+printed: each one's median, and NumPy's time over each candidate's (above 1.0x:
 faster than NumPy). Values are checked against NumPy's first.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 
 import numba
 import numexpr
 import numpy as np
 
 import chokepoint
+from chokepoint.measure.timer import measure_interleaved
 
 STENCIL = "0.25 * (n + s + e + w)"
 JACOBI = "0.2 * (c + w + e + s + n)"
-
-
-def _median_call(fn, seconds: float = 0.1) -> float:
-    calls, end = [], time.perf_counter() + seconds
-    while time.perf_counter() < end or len(calls) < 3:
-        start = time.perf_counter()
-        fn()
-        calls.append(time.perf_counter() - start)
-    return statistics.median(calls)
 
 
 def _cases(n: int, dtype: str) -> dict[str, dict]:
@@ -97,13 +87,11 @@ def main(argv=None) -> int:
         for fn in case.values():  # compile, choose variants, touch the pages
             for _ in range(20):
                 fn()
-        times: dict[str, list[float]] = {label: [] for label in case}
-        for r in range(args.rounds):
-            for label in (list(case) if r % 2 == 0 else list(case)[::-1]):
-                times[label].append(_median_call(case[label]))
-        base = statistics.median(times["numpy"])
-        cells = ", ".join(f"{label} {statistics.median(t) * 1e3:.2f} ms "
-                          f"({base / statistics.median(t):.2f}x)" for label, t in times.items())
+        measured = dict(zip(case, measure_interleaved(list(case.values()), min_time=0.1,
+                                                      repeats=args.rounds), strict=True))
+        base = measured["numpy"].median
+        cells = ", ".join(f"{label} {m.median * 1e3:.2f} ms ({base / m.median:.2f}x)"
+                          for label, m in measured.items())
         print(f"{name} ({args.n} x {args.n} {args.dtype}): {cells}", flush=True)
     numba.set_num_threads(threads)
     numexpr.set_num_threads(threads)
