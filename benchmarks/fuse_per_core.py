@@ -7,9 +7,10 @@ Each of fuse's transcendental functions and issue 33's two chains, float32 and f
 ``n`` elements in [0.01, 0.99] (``arccosh`` on [1.01, 1.99]), with ``--threads`` threads for
 numba and for fuse's NumPy blocks (NumPy itself is single-threaded). Three candidates, timed by
 ``measure_interleaved`` in rounds alternating their order: NumPy, fuse with its kernel always
-(``costs.POLICY = "never"``, what fuse did before the choice) and fuse as it chooses (``"auto"``: the kernel, or NumPy's ufuncs
-on blocks where this machine's measured figures say they are faster). Printed: NumPy's time
-over each fuse's (below 1.0x: slower than NumPy), and which way "auto" went.
+(``costs.POLICY = "never"``, what fuse did before the choice) and fuse as it chooses
+(``"auto"``: the kernel, or NumPy's ufuncs on blocks where this machine's measured figures say
+they are faster). Printed: NumPy's time over each fuse's (below 1.0x: slower than NumPy), and
+which way "auto" went.
 """
 
 from __future__ import annotations
