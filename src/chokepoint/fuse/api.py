@@ -246,7 +246,9 @@ def _run(p: codegen.Plan, values: dict, out):
 
 
 def _compute(p, leaves, weak, result, fortran, values: dict) -> None:
-    if _plain([a for a in leaves if a.ndim], result) and _on_blocks(p):
+    # the plan's choice first: a plan decided for its kernel pays no second look at its leaves
+    if p.on_blocks is not False and _plain([a for a in leaves if a.ndim], result) \
+            and _on_blocks(p):
         # NumPy's ufuncs are faster on this machine for these functions: on flat blocks
         flat = {n: v.reshape(-1) if isinstance(v, np.ndarray) and v.ndim else v
                 for n, v in values.items()}
@@ -339,18 +341,22 @@ def _launch_rows(p, masks, out, operands, weak) -> None:
         if not any(m):
             spans.append(o)
             continue
-        if (m[-1] and o.strides[-1] != o.itemsize) or _span(o) is None:
+        span = None if m[-1] and o.strides[-1] != o.itemsize else _span(o)
+        if span is None:
             o = np.ascontiguousarray(o)
-        spans.append(_span(o))
+            span = _span(o)
+        spans.append(span)
         if any(m[:-1]):  # the kernel takes the strides of leaves with outer axes only
             strides.append(tuple(s // o.itemsize
                                  for s in (o.strides[:-1] if m[-1] else o.strides)))
     target = out
-    if out.strides[-1] != out.itemsize or _span(out) is None:
+    span = _span(out) if out.strides[-1] == out.itemsize else None
+    if span is None:
         target = np.empty(out.shape, out.dtype)
+        span = _span(target)
     extra = (tuple(int(n) for n in out.shape),
              tuple(s // out.itemsize for s in target.strides[:-1]), *strides)
-    _launch(p, masks, _span(target), spans, weak, extra=extra, size=out.size)
+    _launch(p, masks, span, spans, weak, extra=extra, size=out.size)
     if target is not out:
         np.copyto(out, target)
 
