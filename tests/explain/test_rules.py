@@ -341,3 +341,30 @@ def test_extra_passes_of_compute_bound_operations_cost_their_bytes_at_the_roof(r
     assert passes, [f.kind for f in found]
     assert passes[0].share * 20 * MS <= 64e6 / roof.bandwidth + 1e-12  # 3.2 ms, not 10 ms
     assert kinds(found).get("compute-bound", 0) > 0.8
+
+
+def test_a_probe_into_out_claims_its_share_of_the_time_without_fresh_memory(roof):
+    # np.ceil as traced: 8.6 ms, 4.8 of them page faults (the out probe); the threads probe,
+    # both sides into out=, saved 1.58 of 3.37 ms: 47% of the 3.6 ms without the faults, not
+    # of the 8.6 ms (4.1 ms, which left the memory-bound time and its wide output nothing)
+    from dataclasses import replace
+
+    threads = replace(probe("threads", 3.37, 1.79), into_out=True)
+    ops = [op("np.ceil(t1)", 8.6, [probe("out", 8.35, 3.51), threads,
+                                   probe("cache", 1.0, 0.2)], produces_result=True)]
+    found, *_ = derive_findings(ops, model(), 8.6 * MS, roof, rewrite=None, peak_extra=None)
+    shares = kinds(found)
+    without_faults = 8.6 * 3.51 / 8.35
+    assert shares["single-threaded"] * 8.6 == pytest.approx(without_faults * 1.58 / 3.37)
+    assert shares["memory-bound"] > 0.15
+    assert sum(shares.values()) == pytest.approx(1.0)
+
+
+def test_the_cache_probe_compares_best_times():
+    # the cache-sized part ran into a busy moment in two of its three repeats: its median is
+    # 2.6x its best, and the medians' ratio (1.4) would call a memory-bound add compute-bound
+    from chokepoint.explain.findings import cache_speedup
+
+    base = Measurement([1.0 * MS, 1.02 * MS, 1.05 * MS], 1)
+    small = Measurement([0.27 * MS, 0.70 * MS, 0.75 * MS], 1)
+    assert cache_speedup(Probe("cache", base, small, "made up")) == pytest.approx(1 / 0.27)

@@ -487,7 +487,7 @@ def _threads_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe 
         pool.shutdown()
     return Probe("threads", before, after,
                  f"split into {threads} chunks on {threads} threads (both into out=)",
-                 load=watched.load)
+                 into_out=True, load=watched.load)
 
 
 def _float_inputs(op: Op) -> bool:
