@@ -161,7 +161,11 @@ class Fused:
                   if isinstance(v, (np.ndarray, da.Array)) and np.ndim(v) > 0}
         scalars = {n: v for n, v in values.items() if n not in arrays}
         kinds = {n: _kind(_value(v) if n in scalars else v) for n, v in values.items()}
-        dtype = self.plan(kinds).dtype
+        p = self.plan(kinds)
+        if p.reduce is not None or p.stages:
+            raise FuseError(f"{self!r}: a reduction of dask arrays is not fused (each block "
+                            "would be reduced alone); use dask's own reductions")
+        dtype = p.dtype
         names = list(arrays)
         ndim = max(np.ndim(a) for a in arrays.values())
 
@@ -224,14 +228,28 @@ def _check_out(out, shape, dtype) -> None:
 
 
 def _leaf_values(p: codegen.Plan, values: dict) -> list:
-    return [values[leaf.name] if leaf.op == "input" else leaf.value for leaf in p.leaves]
+    return [values[leaf.name] if leaf.op in ("input", "reduce") else leaf.value
+            for leaf in p.leaves]
 
 
 def _run(p: codegen.Plan, values: dict, out):
+    if p.reduce is not None and out is not None:
+        raise TypeError(f"fuse: out= is for an array result; np.{p.reduce} of the fused code "
+                        "returns a scalar")
+    for name, stage in p.stages.items():  # the reductions this plan reads, each once a call
+        if name not in values:
+            values[name] = _run(stage, values, None)
     leaves = [np.asarray(v) for v in _leaf_values(p, values)]
     shape = np.broadcast_shapes(*[a.shape for a in leaves])  # NumPy's error
     weak = [dtype.type(values[leaf.name] if leaf.op == "input" else leaf.value)
             for leaf, dtype in p.weak]  # NumPy's conversion (and OverflowError)
+    if p.reduce is not None:
+        return _reduce(p, leaves, weak, shape, values)
+    if not shape and out is None:  # of scalars only (a norm's square root): one serial call
+        result = np.empty(1, p.dtype)
+        codegen.kernel(p, ((False,),) * len(leaves), "serial", p.exact is not None)(
+            result, *(a[()] for a in leaves), *weak)
+        return result[0]
     if out is not None:
         _check_out(out, shape, p.dtype)
     full = [a for a in leaves if a.shape == shape and a.ndim > 0]
@@ -301,6 +319,65 @@ def _compute(p, leaves, weak, result, fortran, values: dict) -> None:
         _launch(p, masks, flat, operands, weak)
     if buffered:
         np.copyto(result, target)
+
+
+def _reduce(p: codegen.Plan, leaves: list, weak: list, shape: tuple, values: dict):
+    """``p``'s reduction: of flat operands, by the reduction kernel (partials per leaf of the
+    buffer, reduced here by NumPy); of others, of the fused values in a C-ordered array."""
+    from .trace import REDUCTIONS
+
+    n = math.prod(shape)
+    if n == 0:  # NumPy's value, warning or error
+        return REDUCTIONS[p.reduce](np.empty(0, p.dtype))
+    arrays = [a for a in leaves if a.ndim]
+    if not all(a.shape == shape and a.flags.c_contiguous for a in arrays):
+        return REDUCTIONS[p.reduce](_run(p.elementwise, values, None))
+    flat = [a.reshape(-1) if a.ndim else a[()] for a in leaves]
+    masks = tuple((bool(a.ndim),) for a in leaves)
+    partials = np.empty(-(-n // codegen.REDUCE_LEAF),
+                        codegen.key_dtype(p) or codegen.accumulator(p))
+    if n < engine_numba.PARALLEL_MIN or engine_numba._serial_only:
+        _run_reduce(p, masks, "serial", n, partials, flat, weak)
+        return _combine(p, partials, n)
+    with engine_numba._launch_lock:  # as _launch: the chooser's state, one kernel at a time
+        key = ("fuse-reduce", id(p), masks)
+        mode, timed = engine_numba.chooser.decide(key, n, "parallel", ("serial",))
+        start = time.perf_counter() if timed else 0.0
+        _run_reduce(p, masks, mode, n, partials, flat, weak)
+        if timed:
+            engine_numba.chooser.record(key, n, mode, time.perf_counter() - start,
+                                        (partials.dtype.char, *(a.dtype for a in arrays)))
+    return _combine(p, partials, n)
+
+
+def _run_reduce(p: codegen.Plan, masks: tuple, mode: str, n: int, partials: np.ndarray,
+                flat: list, weak: list) -> None:
+    """The reduction kernel over ``n`` elements; a plan with :data:`codegen.GUARDED` functions
+    runs its exact kernel again where an argument was out of the vectorised functions'
+    range."""
+    args = (n, partials, *flat, *weak)
+    if mode == "serial":  # all the chunks
+        args = (*args, 0, -(-n // codegen.REDUCE_CHUNK))
+    if p.exact is None or codegen.kernel(p, masks, mode, reduce=True)(*args) != 0:
+        codegen.kernel(p, masks, mode, p.exact is not None, reduce=True)(*args)
+
+
+def _combine(p: codegen.Plan, partials: np.ndarray, n: int):
+    """The reduction of the kernel's partials (one per leaf of its buffer), as NumPy's
+    scalar of the reduction's dtype."""
+    kind = p.reduce
+    if kind in ("sum", "mean"):
+        total = np.add.reduce(partials)
+        return p.reduced.type(total / n) if kind == "mean" else total
+    if kind == "prod":
+        return np.multiply.reduce(partials)
+    if kind in ("max", "any"):
+        value = np.maximum.reduce(partials)
+    else:
+        value = np.minimum.reduce(partials)
+    if codegen.key_dtype(p) is not None:
+        return codegen.float_of_key(value, p.reduced)
+    return np.bool_(value) if kind in ("any", "all") else value
 
 
 def _on_blocks(p: codegen.Plan) -> bool:

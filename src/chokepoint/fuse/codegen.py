@@ -19,7 +19,7 @@ import hashlib
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numba
 import numpy as np
@@ -64,6 +64,100 @@ def _clip_scalar(x, lo, hi):
     return hi if m > hi else m
 
 
+# A leaf's reduction may reorder its additions (``reassoc``), and only it: LLVM then keeps a
+# vector of partial sums (16 to 32 of them), as NumPy's pairwise sum keeps eight, where the
+# eight scalars written out were left scalar (vaddsd: 28.6 us for 1e5 float64).
+@numba.njit(fastmath={"reassoc"}, error_model="numpy")
+def _leaf_sum(S):
+    a = S[0]
+    for i in range(1, S.shape[0]):
+        a += S[i]
+    return a
+
+
+@numba.njit(fastmath={"reassoc"}, error_model="numpy")
+def _leaf_prod(S):
+    a = S[0]
+    for i in range(1, S.shape[0]):
+        a *= S[i]
+    return a
+
+
+@numba.njit
+def _leaf_max(S):
+    # integers and the 0/1 of any(): LLVM vectorises an integer maximum as it is
+    a = S[0]
+    for i in range(1, S.shape[0]):
+        a = max(a, S[i])
+    return a
+
+
+@numba.njit
+def _leaf_min(S):
+    a = S[0]
+    for i in range(1, S.shape[0]):
+        a = min(a, S[i])
+    return a
+
+
+def _float_leaves(bits: int):
+    """A float leaf's maximum and minimum, as the ordered integer key of its bits: LLVM does
+    not vectorise a floating-point maximum from numba (vmaxsd, even with fastmath: 57.6 us
+    for 1e5 float64 against 20.8 in NumPy), an integer one it does. The key of a float's bits
+    ``b`` is ``b ^ ((b >> (bits - 1)) & mask)``, in the order of the floats (-0.0 below 0.0;
+    :func:`float_of_key` turns it back). A leaf with a NaN gives the key of a NaN above
+    (maximum) or below (minimum) every other key, so that the caller's reduction of the keys
+    propagates it, as NumPy's maximum does."""
+    mask = (1 << (bits - 1)) - 1
+    nan_high = 0x7FF8 << 48 if bits == 64 else 0x7FC0 << 16
+    nan_low = -nan_high - 1  # the key of that NaN with its sign bit set
+
+    @numba.njit
+    def has_nan(S):
+        count = 0  # counted, not searched: this loop is vectorised
+        for i in range(S.shape[0]):
+            count += S[i] != S[i]
+        return count > 0
+
+    @numba.njit
+    def leaf_max(S, K):
+        if has_nan(S):
+            return K.dtype.type(nan_high)
+        a = K[0] ^ ((K[0] >> (bits - 1)) & mask)
+        for i in range(1, K.shape[0]):
+            a = max(a, K[i] ^ ((K[i] >> (bits - 1)) & mask))
+        return a
+
+    @numba.njit
+    def leaf_min(S, K):
+        if has_nan(S):
+            return K.dtype.type(nan_low)
+        a = K[0] ^ ((K[0] >> (bits - 1)) & mask)
+        for i in range(1, K.shape[0]):
+            a = min(a, K[i] ^ ((K[i] >> (bits - 1)) & mask))
+        return a
+
+    return leaf_max, leaf_min
+
+
+_leaf_max64, _leaf_min64 = _float_leaves(64)
+_leaf_max32, _leaf_min32 = _float_leaves(32)
+
+
+def key_dtype(p: Plan) -> np.dtype | None:
+    """The integer dtype a float maximum's or minimum's leaves give their keys in, or None."""
+    if p.reduce in ("max", "min") and p.reduced.kind == "f":
+        return np.dtype(f"int{p.reduced.itemsize * 8}")
+    return None
+
+
+def float_of_key(key, dtype: np.dtype):
+    """The float whose ordered key (see :func:`_float_leaves`) is ``key``."""
+    bits = dtype.itemsize * 8
+    k = np.array(key, f"int{bits}")
+    return (k ^ ((k >> (bits - 1)) & ((1 << (bits - 1)) - 1))).view(dtype)[()]
+
+
 _NAMESPACE = {
     **vocabulary.NUMBA,  # exp, expm1, log1p, tanh, sinh, cosh: vectorisable, not libm calls
     # the same, for ufuncs the kernels' expressions do not use
@@ -79,6 +173,14 @@ _NAMESPACE = {
     "fminimum": _fminimum,
     "fclip": _clip,
     "fclip_scalar": _clip_scalar,
+    "leaf_sum": _leaf_sum,
+    "leaf_prod": _leaf_prod,
+    "leaf_max": _leaf_max,
+    "leaf_min": _leaf_min,
+    "leaf_max64": _leaf_max64,
+    "leaf_min64": _leaf_min64,
+    "leaf_max32": _leaf_max32,
+    "leaf_min32": _leaf_min32,
     "stream8": engine_numba._stream8,
 }
 
@@ -123,6 +225,17 @@ class Plan:
     on_blocks : bool or None
         Whether NumPy's ufuncs on blocks are faster for this plan (:mod:`.costs`; None until
         a call asks).
+    reduce : str or None
+        The reduction of the body's values over all elements (a ``trace.REDUCTIONS`` name),
+        or None for an elementwise plan.
+    reduced : numpy.dtype or None
+        The reduction's dtype (NumPy's: ``np.sum`` of int32 is int64).
+    stages : dict
+        Reductions this plan reads as scalar leaves (``op == "reduce"``), by leaf name: the
+        plans that compute them, run before this one.
+    elementwise : Plan or None
+        A reduction's plan without the reduction (its values, for operands the reduction
+        kernel does not take).
     """
 
     leaves: list
@@ -135,6 +248,10 @@ class Plan:
     result: Node | None = field(default=None, repr=False, compare=False)
     operations: list = field(default_factory=list)
     on_blocks: bool | None = field(default=None, repr=False, compare=False)
+    reduce: str | None = None
+    reduced: np.dtype | None = None
+    stages: dict = field(default_factory=dict, repr=False, compare=False)
+    elementwise: Plan | None = field(default=None, repr=False, compare=False)
 
 
 def _type(dtype) -> str:
@@ -150,15 +267,21 @@ def _cast(expr: str, source, target) -> str:
 
 
 def plan(result: Node) -> Plan:
-    """The kernel plan computing ``result`` (a traced graph's output)."""
+    """The kernel plan computing ``result`` (a traced graph's output); a reduction's plan is
+    the plan of its operand with :attr:`Plan.reduce` set."""
     from .trace import TRANSCENDENTAL
 
-    order = topological(result)
+    if result.op == "reduce":
+        p = plan(result.args[0])
+        p.elementwise = replace(p, compiled={})
+        p.reduce, p.reduced, p.on_blocks = result.value, np.dtype(result.dtype), False
+        return p
+    order = topological(result, stages=True)
     names: dict[int, str] = {}
     leaves, weak, body, exact, out_of_range = [], [], [], [], []
     count = 0
     for n in order:
-        if n.op in ("input", "scalar"):
+        if n.op in ("input", "scalar", "reduce"):
             if not n.weak:
                 names[id(n)] = f"L{len(leaves)}"
                 leaves.append(n)
@@ -185,7 +308,7 @@ def plan(result: Node) -> Plan:
             out_of_range.append(f"(abs({operands[0]}) >= {bound!r})")
         names[id(n)] = name
         count += n.op in TRANSCENDENTAL
-    if result.op in ("input", "scalar"):
+    if result.op in ("input", "scalar", "reduce"):
         body.append(f"{'t0'} = {names[id(result)]}")
         exact.append(body[-1])
         names[id(result)] = "t0"
@@ -194,9 +317,11 @@ def plan(result: Node) -> Plan:
     body.append(f"r = {names[id(result)]}")
     exact.append(body[-1])
     operations = [(n.op, np.dtype(n.loop[0]).name) for n in order
-                  if n.op not in ("input", "scalar") and not n.weak]
+                  if n.op not in ("input", "scalar", "reduce") and not n.weak]
+    stages = {n.name: plan(n) for n in leaves if n.op == "reduce"}
     return Plan(leaves, weak, body, np.dtype(result.dtype), count,
-                exact if out_of_range else None, result=result, operations=operations)
+                exact if out_of_range else None, result=result, operations=operations,
+                on_blocks=False if stages else None, stages=stages)
 
 
 def _weak_dtype(node: Node) -> np.dtype:
@@ -237,7 +362,7 @@ def _index(mask: tuple[bool, ...], d: int) -> str:
 
 
 def source(p: Plan, masks: tuple, mode: str, exact: bool = False,
-           rows: bool = False) -> tuple[str, str]:
+           rows: bool = False, reduce: bool = False) -> tuple[str, str]:
     """(function name, source) of the kernel for ``p`` with operand axis ``masks``.
 
     ``masks[k]`` says which of the ``d`` loop axes leaf ``k`` has (all False: a scalar).
@@ -246,15 +371,19 @@ def source(p: Plan, masks: tuple, mode: str, exact: bool = False,
     With ``rows``, ``out`` and each array leaf are flat spans, and the kernel takes after the
     scalars the loop's dimensions ``D``, ``out``'s outer strides ``SO`` and, per array leaf,
     the strides ``S{k}`` of its outer axes (in elements; each innermost axis is contiguous).
+    With ``reduce``, the kernel reduces ``p``'s values of flat operands instead: see
+    :func:`_reduce_source`.
     """
     body_lines = p.exact if exact and p.exact is not None else p.body
     d = len(masks[0]) if masks else 1
     d = max(d, 1)
     args = [f"L{k}" for k in range(len(p.leaves))] + [f"W{k}" for k in range(len(p.weak))]
     pad = " " * 4
-    if rows:
-        serial = source(p, masks, "serial", exact, rows=True)[0] if mode != "serial" else ""
-        text = _rows_source(body_lines, masks, mode, args, d, serial)
+    if rows or reduce:
+        serial = (source(p, masks, "serial", exact, rows, reduce)[0] if mode != "serial"
+                  else "")
+        text = (_reduce_source(p, body_lines, masks, mode, args, serial) if reduce
+                else _rows_source(body_lines, masks, mode, args, d, serial))
     elif mode == "stream":
         lanes = []
         for lane in range(8):
@@ -357,6 +486,71 @@ def _rows_source(body_lines: list[str], masks: tuple, mode: str, args: list[str]
     return "\n" + "\n".join(lines) + "\n"
 
 
+#: a reduction computes its values into a buffer of this many elements at a time, then reduces
+#: the buffer in leaves of ``REDUCE_LEAF`` elements as NumPy's pairwise sum does its leaves
+REDUCE_CHUNK = 2048
+REDUCE_LEAF = 128
+#: chunks per call of the serial reduction kernel from the parallel one (65,536 elements)
+REDUCE_TASK = 32
+#: the function that reduces one leaf of the buffer, per trace.REDUCTIONS name
+LEAVES = {"sum": "leaf_sum", "mean": "leaf_sum", "prod": "leaf_prod", "max": "leaf_max",
+          "min": "leaf_min", "any": "leaf_max", "all": "leaf_min"}
+
+
+def accumulator(p: Plan) -> np.dtype:
+    """The dtype a reduction's values are kept in: the reduction's own (``any``/``all``: one
+    byte, 0 or 1)."""
+    return np.dtype(np.uint8) if p.reduce in ("any", "all") else p.reduced
+
+
+def _reduce_source(p: Plan, body_lines: list[str], masks: tuple, mode: str, args: list[str],
+                   serial: str = "") -> str:
+    """The kernel of a reduction over flat operands. Serial: chunks ``C0`` to ``C1`` of
+    :data:`REDUCE_CHUNK` elements, each computed into a buffer (the loop LLVM vectorises as an
+    elementwise kernel's), then reduced in leaves of :data:`REDUCE_LEAF` elements into ``P``
+    (one partial per leaf, see :func:`_leaf_sum` and :func:`_float_leaves`; the caller
+    reduces ``P``). Parallel: tasks of :data:`REDUCE_TASK` chunks, each a call of the serial
+    kernel (``serial``), which keeps its buffer for all its chunks."""
+    pad = " " * 4
+    params = ["n", "P", *args]
+    chunks = f"(n + {REDUCE_CHUNK - 1}) // {REDUCE_CHUNK}"
+    if mode != "serial":
+        return "\n".join([
+            f"# reduction by {serial}",
+            f"def {{fname}}({', '.join(params)}):",
+            pad + f"chunks = {chunks}",
+            pad + "g_ = 0",
+            pad + f"for t in prange((chunks + {REDUCE_TASK - 1}) // {REDUCE_TASK}):",
+            pad * 2 + f"g_ += serial({', '.join(params)}, t * {REDUCE_TASK}, "
+                      f"min(t * {REDUCE_TASK} + {REDUCE_TASK}, chunks))",
+            pad + "return g_", ""])
+    acc = accumulator(p)
+    keys = key_dtype(p)
+    leaf = (f"{LEAVES[p.reduce]}{keys.itemsize * 8}(S, S.view({_type(keys)}))" if keys
+            else f"{LEAVES[p.reduce]}(S)")
+    value = "np.uint8(r != 0)" if p.reduce in ("any", "all") else _cast("r", p.dtype, acc)
+    loads = [f"v{k} = R{k}[j]" for k, m in enumerate(masks) if any(m)]
+    rows = [f"R{k} = L{k}[lo:lo + m]" for k, m in enumerate(masks) if any(m)]
+    body = [x.replace("g_ +=", "gc +=") for x in _bind(body_lines, masks)]
+    lines = [
+        f"def {{fname}}({', '.join(params)}, C0, C1):",
+        pad + "g_ = 0",
+        pad + f"B = np.empty({REDUCE_CHUNK}, {_type(acc)})",
+        pad + "for c in range(C0, C1):",
+        pad * 2 + f"lo = c * {REDUCE_CHUNK}",
+        pad * 2 + f"m = min({REDUCE_CHUNK}, n - lo)",
+        pad * 2 + "gc = 0",
+        *(pad * 2 + x for x in rows),
+        pad * 2 + "for j in range(m):",
+        *(pad * 3 + x for x in [*loads, *body, f"B[j] = {value}"]),
+        pad * 2 + f"for f in range((m + {REDUCE_LEAF - 1}) // {REDUCE_LEAF}):",
+        pad * 3 + f"S = B[f * {REDUCE_LEAF}:min(f * {REDUCE_LEAF} + {REDUCE_LEAF}, m)]",
+        pad * 3 + f"P[c * {REDUCE_CHUNK // REDUCE_LEAF} + f] = {leaf}",
+        pad * 2 + "g_ += gc",
+        pad + "return g_"]
+    return "\n" + "\n".join(lines) + "\n"
+
+
 def _bind(body: list[str], masks: tuple) -> list[str]:
     """A plan's body with array leaves read from ``v{k}`` and scalar leaves used directly."""
     lines = []
@@ -394,27 +588,28 @@ if hasattr(os, "register_at_fork"):
 
 
 def kernel(p: Plan, masks: tuple, mode: str, exact: bool = False,
-           rows: bool = False) -> Callable:
+           rows: bool = False, reduce: bool = False) -> Callable:
     """The compiled kernel (generated and jitted once per process, loaded from disk after);
     see :func:`source`."""
-    found = p.compiled.get((masks, mode, exact, rows))
+    found = p.compiled.get((masks, mode, exact, rows, reduce))
     if found is not None:
         return found
-    fname, text = source(p, masks, mode, exact, rows)
-    serial = kernel(p, masks, "serial", exact, rows=True) if rows and mode != "serial" else None
+    fname, text = source(p, masks, mode, exact, rows, reduce)
+    serial = (kernel(p, masks, "serial", exact, rows, reduce)
+              if (rows or reduce) and mode != "serial" else None)
     found = _kernels.get(fname)
     if found is None:
         with _lock:
             found = _kernels.get(fname)
             if found is None:
                 namespace = dict(_NAMESPACE)
-                if rows and mode != "serial":  # made first: the lock is not reentrant
+                if serial is not None:  # made first: the lock is not reentrant
+                    arity = (4 if reduce else 5 + sum(any(m[:-1]) for m in masks))
                     namespace["serial"] = engine_numba._noinline(
-                        serial, 5 + len(p.leaves) + len(p.weak)
-                        + sum(any(m[:-1]) for m in masks))
+                        serial, arity + len(p.leaves) + len(p.weak))
                 exec(compile(text, __file__, "exec"), namespace)
                 found = jit.njit(namespace[fname], parallel=mode != "serial", nogil=True,
                                  error_model="numpy")
                 _kernels[fname] = found
-    p.compiled[(masks, mode, exact, rows)] = found
+    p.compiled[(masks, mode, exact, rows, reduce)] = found
     return found

@@ -6,8 +6,11 @@ identical operations on identical operands are shared (``np.arctan2(a, b)`` writ
 computed once). Each node's loop dtypes come from NumPy itself (``ufunc.resolve_dtypes`` with
 Python scalar types for Python scalars), so type promotion is NEP 50's by construction.
 
-Anything that is not elementwise raises :class:`FuseError` naming the operation and the line of
-the user's code that issued it.
+Reductions over all elements (``np.sum``, ``np.mean``, ``np.max``, ``np.min``, ``np.prod``,
+``np.any``, ``np.all``, ``np.linalg.norm`` of a vector, and the array methods of the same names)
+add a ``"reduce"`` node: a scalar of the dtype NumPy's reduction gives, usable by later
+elementwise work (``np.exp(x - x.max())``). Anything else that is not elementwise raises
+:class:`FuseError` naming the operation and the line of the user's code that issued it.
 """
 
 from __future__ import annotations
@@ -76,6 +79,11 @@ _METHOD_WHY = {"reduce": "a reduction", "accumulate": "a cumulative reduction",
 
 _FLOATING = (np.dtype(np.float32), np.dtype(np.float64))
 
+#: reductions over all elements that fuse computes: name -> NumPy's function
+REDUCTIONS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod,
+              "any": np.any, "all": np.all}
+_REDUCING = {**{f: name for name, f in REDUCTIONS.items()}, np.amax: "max", np.amin: "min"}
+
 
 @dataclass(eq=False)
 class Node:
@@ -84,7 +92,9 @@ class Node:
     Attributes
     ----------
     op : str
-        ``"input"``, ``"scalar"``, a ufunc name, ``"where"`` or ``"clip"``.
+        ``"input"``, ``"scalar"``, a ufunc name, ``"where"``, ``"clip"`` or ``"reduce"``
+        (``value`` names the reduction, ``name`` is the argument its value is passed as to
+        later stages).
     dtype : numpy.dtype or type
         The dtype, or ``int``/``float``/``bool`` for a Python (weak) scalar.
     args : tuple of Node
@@ -135,6 +145,10 @@ class Node:
                        if kwargs.get(k) is not None]
             if len(bounds) == 2:
                 return graph.clip(args[0], *bounds, where)
+        if func in _REDUCING or func is np.linalg.norm:
+            kind = "norm" if func is np.linalg.norm else _REDUCING[func]
+            return graph.reduce(kind, args[0], _reduction_args(kind, args[1:], kwargs, where),
+                                where)
         if func is np.where:
             raise FuseError(f"np.where with {len(args)} argument(s) (it returns indices) "
                             f"cannot be fused{where}")
@@ -164,6 +178,32 @@ class Node:
         raise FuseError(f"float() of an array cannot be fused{_where_from()}")
 
     __int__ = __index__ = __float__
+
+    def _reduce_method(self, kind: str, *args, **kwargs):
+        where = _where_from()
+        return self.graph.reduce(kind, self, _reduction_args(kind, args, kwargs, where),
+                                 where)
+
+    def sum(self, *args, **kwargs):
+        return self._reduce_method("sum", *args, **kwargs)
+
+    def mean(self, *args, **kwargs):
+        return self._reduce_method("mean", *args, **kwargs)
+
+    def max(self, *args, **kwargs):
+        return self._reduce_method("max", *args, **kwargs)
+
+    def min(self, *args, **kwargs):
+        return self._reduce_method("min", *args, **kwargs)
+
+    def prod(self, *args, **kwargs):
+        return self._reduce_method("prod", *args, **kwargs)
+
+    def any(self, *args, **kwargs):
+        return self._reduce_method("any", *args, **kwargs)
+
+    def all(self, *args, **kwargs):
+        return self._reduce_method("all", *args, **kwargs)
 
     def __getattr__(self, name):
         if name.startswith("__"):
@@ -197,6 +237,16 @@ Node.__pos__ = lambda self: np.positive(self)
 Node.__abs__ = lambda self: np.absolute(self)
 Node.__invert__ = lambda self: np.invert(self)
 Node.__divmod__ = lambda self, other: np.divmod(self, other)
+
+
+def _reduction_args(kind: str, args: tuple, kwargs: dict, where: str) -> None:
+    """Refuse what fuse does not reduce yet: an axis, a dtype, ``out=``, keepdims, ord..."""
+    given = [*(repr(a) for a in args if a is not None),
+             *(f"{k}={v!r}" for k, v in kwargs.items() if v is not None and v is not np._NoValue)]
+    if given:
+        name = "np.linalg.norm" if kind == "norm" else f"np.{kind}"
+        raise FuseError(f"{name} with {', '.join(given)} cannot be fused (fuse reduces over "
+                        f"all elements, with no other arguments){where}")
 
 
 def _where_from() -> str:
@@ -305,6 +355,28 @@ class Graph:
         _check_dtype(out, where)
         return self.add("where", out, (c, a, b), (np.dtype(bool), out, out))
 
+    def reduce(self, kind: str, x, _none: None, where: str) -> Node:
+        """A reduction of ``x`` over all its elements (``kind``: a :data:`REDUCTIONS` name or
+        ``"norm"``), of the dtype NumPy's reduction gives."""
+        x = self.operand(x, where)
+        if x.weak or x.op in ("scalar", "reduce"):
+            raise FuseError(f"a reduction of a scalar cannot be fused{where}")
+        if kind == "norm":  # NumPy: sqrt of the sum of squares, in floating point
+            if np.dtype(x.dtype).kind != "f":
+                x = self.ufunc(np.multiply, (x, 1.0), where)
+            return self.ufunc(np.sqrt, (self.reduce("sum", self.ufunc(np.square, (x,), where),
+                                                    None, where),), where)
+        dtype = REDUCTIONS[kind](np.ones(2, x.dtype)).dtype
+        _check_dtype(dtype, where)
+        key = ("reduce", id(x), kind)
+        if key not in self._seen:  # x.max() written twice is computed once
+            count = sum(n.op == "reduce" for n in self.nodes)
+            node = Node("reduce", dtype, (x,), (np.dtype(x.dtype),), name=f"_reduced{count}",
+                        value=kind, graph=self)
+            self.nodes.append(node)
+            self._seen[key] = node
+        return self._seen[key]
+
     def clip(self, x, lo, hi, where: str) -> Node:
         operands = [self.operand(v, where) for v in (x, lo, hi)]
         clip = np._core.umath.clip
@@ -331,9 +403,10 @@ def _check_dtype(dtype, where: str) -> None:
                     f"float64 are){where}")
 
 
-def topological(result: Node) -> list[Node]:
+def topological(result: Node, stages: bool = False) -> list[Node]:
     """Every node of ``result``'s graph, each after its operands (without recursion: a long
-    chain of operations would exceed Python's recursion limit)."""
+    chain of operations would exceed Python's recursion limit). With ``stages``, a reduction
+    other than ``result`` is a leaf: its operands belong to the stage that computes it."""
     order: list[Node] = []
     seen: set[int] = set()
     stack = [(result, False)]
@@ -346,7 +419,8 @@ def topological(result: Node) -> list[Node]:
             continue
         if id(node) not in seen:
             stack.append((node, True))
-            stack.extend((a, False) for a in reversed(node.args))
+            if not (stages and node.op == "reduce" and node is not result):
+                stack.extend((a, False) for a in reversed(node.args))
     return order
 
 

@@ -1,0 +1,93 @@
+"""Fused reductions: chokepoint.fuse against NumPy and numexpr, in one process.
+
+    flock /tmp/chokepoint-bench.lock .venv/bin/python benchmarks/reduce.py [--sizes 100000
+        10000000] [--rounds 7]
+
+Issue 33's item 3: a chain that ends in a reduction, or a reduction read by later elementwise
+work, as one fused call against NumPy as written (a full temporary per operation and a second
+pass for the reduction) and numexpr where it can say it (``sum``/``prod``/``min``/``max`` as
+the outermost operation, one thread in numexpr 2.x's reductions). Both dtypes, a cache-sized
+and a DRAM-sized vector. Timed with ``measure_interleaved`` (rounds alternating the candidates'
+order, about 0.1 s each a round); printed: each one's median and NumPy's time over it (above
+1.0x: faster than NumPy). Values are checked against NumPy's first (within 1e-2
+relative in float32, 1e-10 in float64: summation orders differ): fuse's must be; numexpr's
+float32 sums (one element at a time into a float32) are marked "value off" where they miss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numexpr
+import numpy as np
+
+import chokepoint
+from chokepoint.measure.timer import measure_interleaved
+
+
+@chokepoint.fuse
+def softmax(x):
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+def _np_softmax(x):
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+def _cases(n: int, dtype: str) -> dict[str, dict]:
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal(n).astype(dtype) for _ in range(2))
+    dot, dist, norm, peak, mean = (chokepoint.fuse(e) for e in (
+        "np.sum(a * b)", "np.sum((a - b) ** 2)", "np.linalg.norm(a)", "np.max(np.abs(a))",
+        "np.mean(np.sqrt(np.abs(a)))"))
+    local = {"a": a, "b": b}
+    return {
+        "np.sum(a * b)": {"numpy": lambda: np.sum(a * b), "fuse": lambda: dot(a=a, b=b),
+                          "numexpr": lambda: numexpr.evaluate("sum(a * b)", local_dict=local)},
+        "np.sum((a - b) ** 2)": {
+            "numpy": lambda: np.sum((a - b) ** 2), "fuse": lambda: dist(a=a, b=b),
+            "numexpr": lambda: numexpr.evaluate("sum((a - b) ** 2)", local_dict=local)},
+        "np.linalg.norm(a)": {"numpy": lambda: np.linalg.norm(a), "fuse": lambda: norm(a=a)},
+        "np.max(np.abs(a))": {
+            "numpy": lambda: np.max(np.abs(a)), "fuse": lambda: peak(a=a),
+            "numexpr": lambda: numexpr.evaluate("max(abs(a))", local_dict=local)},
+        "np.mean(np.sqrt(np.abs(a)))": {"numpy": lambda: np.mean(np.sqrt(np.abs(a))),
+                                        "fuse": lambda: mean(a=a)},
+        "softmax (exp(x - x.max()) / sum)": {"numpy": lambda: _np_softmax(a),
+                                              "fuse": lambda: softmax(a)},
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 10_000_000])
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "float64"])
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args(argv)
+    for n in args.sizes:
+        for dtype in args.dtypes:
+            for name, case in _cases(n, dtype).items():
+                results = {label: np.asarray(fn()) for label, fn in case.items()}
+                rtol = 1e-2 if dtype == "float32" else 1e-10  # numexpr sums one by one
+                differs = {label for label, r in results.items()
+                           if not np.allclose(r, results["numpy"], rtol=rtol, atol=rtol * 1e-3)}
+                if "fuse" in differs:
+                    raise SystemExit(f"{name}: fuse differs from NumPy")
+                for fn in case.values():  # compile, choose variants, touch the pages
+                    for _ in range(10):
+                        fn()
+                measured = dict(zip(case, measure_interleaved(
+                    list(case.values()), min_time=0.1, repeats=args.rounds), strict=True))
+                base = measured["numpy"].median
+                cells = ", ".join(f"{label} {m.median * 1e3:.3f} ms ({base / m.median:.2f}x)"
+                                  + (" (value off)" if label in differs else "")
+                                  for label, m in measured.items())
+                print(f"{name} ({n:.0e} {dtype}): {cells}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
