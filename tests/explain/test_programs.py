@@ -116,6 +116,15 @@ def test_an_elementwise_chain_is_rewritten_to_the_fused_kernel(roof):
         f.suggestion for f in e.findings if f.kind == "extra-passes")
 
 
+def test_a_chain_ending_in_a_sum_is_rewritten_to_one_fused_pass(roof):
+    # two temporaries and three passes against one pass over the inputs; the sum's value
+    # is NumPy's within a few ulp (another order of additions)
+    e = run("np.sum((a - b) ** 2)", f"a = np.random.rand({N}); b = np.random.rand({N})", roof)
+    honest(e)
+    assert e.rewrite["statement"] == "chokepoint.fuse('np.sum((a - b) ** 2)')(a=a, b=b)"
+    assert e.rewrite["fused"] and e.rewrite["max_ulp"] <= 4 and e.rewrite["speedup"] > 1
+
+
 def test_a_stencils_slices_are_arguments_of_its_fused_rewrite(roof):
     # four temporaries of a 1000 x 1000 grid against one pass over the slices as they are
     e = run("0.25 * (u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] + u[1:-1, :-2])",

@@ -494,7 +494,7 @@ def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: 
         ours = np.asarray(fused(**values))
         compile_s = time.perf_counter() - first
     except (FuseError, KeyError, TypeError, ValueError, SyntaxError, NotImplementedError):
-        return None, None  # not fusable (a reduction, indexing, a Python branch...)
+        return None, None  # not fusable (an axis reduction, indexing, a Python branch...)
     if ours.shape != result.shape or ours.dtype != result.dtype:
         return None, None
     ulp = max_ulp(ours, result)  # an integer or boolean result: 0 when equal, else inf
@@ -671,8 +671,10 @@ def _explained(stmt: Statement, setup: str, base: dict, state: UserState, roof: 
             # the traced arrays stay as traced for the probes: a statement that changes its
             # inputs runs on copies, its inputs read from them
             rns = fresh() if changed else ns
+            # a reduction's NumPy scalar too: its fused rewrite is compared with it
+            value = np.asarray(tr.result) if isinstance(tr.result, np.generic) else result
             rewrite, suggestion = measured_rewrite(
-                stmt, rns, _statement_inputs(stmt, rns) if changed else inputs, result,
+                stmt, rns, _statement_inputs(stmt, rns) if changed else inputs, value,
                 timing.median, roof, min_time, tr)
         except MemoryError:
             rewrite, suggestion = None, None
