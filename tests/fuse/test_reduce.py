@@ -163,6 +163,26 @@ def test_what_is_not_reduced_is_refused_with_its_name(code, words):
         chokepoint.fuse(code)(a=np.ones((3, 4)))
 
 
+def test_a_list_of_traced_arrays_is_refused_not_added():
+    # NumPy made an object array of the nodes and reduced it with their operators: a + a
+    with pytest.raises(FuseError, match="Python list of arrays"):
+        chokepoint.fuse("np.sum([a, a])")(a=np.arange(5.0))
+
+
+def test_an_argument_cannot_stand_for_a_reduction():
+    def g(x, _reduced0=0.0):
+        return x.sum() + _reduced0
+
+    assert chokepoint.fuse(g)(np.arange(4.0)) == 6.0
+
+
+def test_a_nan_maximum_or_minimum_is_a_positive_nan():
+    a = np.arange(3000.0)
+    a[5] = np.nan
+    for kind in ("max", "min"):
+        assert np.isnan(FUSED[kind](a=a)) and not np.signbit(FUSED[kind](a=a))
+
+
 def test_out_is_refused_for_a_scalar_result():
     with pytest.raises(TypeError, match="out= is for an array result"):
         FUSED["sum"](a=np.ones(3), out=np.empty(()))

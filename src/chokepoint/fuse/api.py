@@ -376,7 +376,10 @@ def _combine(p: codegen.Plan, partials: np.ndarray, n: int):
     else:
         value = np.minimum.reduce(partials)
     if codegen.key_dtype(p) is not None:
-        return codegen.float_of_key(value, p.reduced)
+        value = codegen.float_of_key(value, p.reduced)
+        # a leaf with a NaN gave a NaN's key, sign bit set for a minimum: NumPy's NaN is
+        # the one it met, a positive one from any arithmetic
+        return p.reduced.type(np.nan) if value != value else value
     return np.bool_(value) if kind in ("any", "all") else value
 
 

@@ -158,6 +158,12 @@ class Node:
         return self.graph
 
     # -- what is not elementwise
+    def __array__(self, *args, **kwargs):
+        # a Python list of traced arrays (np.sum([a, b])) reaches no protocol above: NumPy
+        # would make an object array of nodes and reduce it with their operators
+        raise FuseError("a traced array turned into a NumPy array (a Python list of arrays, "
+                        f"np.asarray, np.stack...) cannot be fused{_where_from()}")
+
     def __bool__(self):
         raise FuseError("a Python branch on array values (if/while/and/or/not on an array) "
                         f"cannot be fused{_where_from()}")
@@ -371,7 +377,8 @@ class Graph:
         key = ("reduce", id(x), kind)
         if key not in self._seen:  # x.max() written twice is computed once
             count = sum(n.op == "reduce" for n in self.nodes)
-            node = Node("reduce", dtype, (x,), (np.dtype(x.dtype),), name=f"_reduced{count}",
+            # a name no argument can have: the call's values hold both
+            node = Node("reduce", dtype, (x,), (np.dtype(x.dtype),), name=f"<reduced {count}>",
                         value=kind, graph=self)
             self.nodes.append(node)
             self._seen[key] = node
