@@ -4,7 +4,8 @@
         10000000] [--rounds 7]
 
 Issue 33's item 3: a chain that ends in a reduction, or a reduction read by later elementwise
-work, as one fused call against NumPy as written (a full temporary per operation and a second
+work (over all elements, or along the last axis of rows of 1000), as one fused call against
+NumPy as written (a full temporary per operation and a second
 pass for the reduction) and numexpr where it can say it (``sum``/``prod``/``min``/``max`` as
 the outermost operation, one thread in numexpr 2.x's reductions). Both dtypes, a cache-sized
 and a DRAM-sized vector. Timed with ``measure_interleaved`` (rounds alternating the candidates'
@@ -37,6 +38,28 @@ def _np_softmax(x):
     return e / e.sum()
 
 
+@chokepoint.fuse
+def row_softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _np_row_softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@chokepoint.fuse
+def layer_norm(x, gain):
+    centred = x - x.mean(axis=-1, keepdims=True)
+    return centred / np.sqrt(np.mean(centred**2, axis=-1, keepdims=True) + 1e-5) * gain
+
+
+def _np_layer_norm(x, gain):
+    centred = x - x.mean(axis=-1, keepdims=True)
+    return centred / np.sqrt(np.mean(centred**2, axis=-1, keepdims=True) + 1e-5) * gain
+
+
 def _cases(n: int, dtype: str) -> dict[str, dict]:
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal(n).astype(dtype) for _ in range(2))
@@ -44,6 +67,8 @@ def _cases(n: int, dtype: str) -> dict[str, dict]:
         "np.sum(a * b)", "np.sum((a - b) ** 2)", "np.linalg.norm(a)", "np.max(np.abs(a))",
         "np.mean(np.sqrt(np.abs(a)))"))
     local = {"a": a, "b": b}
+    rows = a.reshape(-1, 1000)  # rows of 1000, as a layer of a network's activations
+    gain = b[:1000]
     return {
         "np.sum(a * b)": {"numpy": lambda: np.sum(a * b), "fuse": lambda: dot(a=a, b=b),
                           "numexpr": lambda: numexpr.evaluate("sum(a * b)", local_dict=local)},
@@ -58,6 +83,10 @@ def _cases(n: int, dtype: str) -> dict[str, dict]:
                                         "fuse": lambda: mean(a=a)},
         "softmax (exp(x - x.max()) / sum)": {"numpy": lambda: _np_softmax(a),
                                               "fuse": lambda: softmax(a)},
+        "row softmax (axis=-1, rows of 1000)": {"numpy": lambda: _np_row_softmax(rows),
+                                                 "fuse": lambda: row_softmax(rows)},
+        "layer norm (axis=-1, rows of 1000)": {"numpy": lambda: _np_layer_norm(rows, gain),
+                                                "fuse": lambda: layer_norm(rows, gain)},
     }
 
 

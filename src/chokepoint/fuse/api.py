@@ -322,65 +322,111 @@ def _compute(p, leaves, weak, result, fortran, values: dict) -> None:
 
 
 def _reduce(p: codegen.Plan, leaves: list, weak: list, shape: tuple, values: dict):
-    """``p``'s reduction: of flat operands, by the reduction kernel (partials per leaf of the
-    buffer, reduced here by NumPy); of others, of the fused values in a C-ordered array."""
+    """``p``'s reduction: by the reduction kernel where its operands take the kernel's
+    layouts (:func:`_reduce_layout`; partials per leaf of its buffer, reduced here by NumPy);
+    else NumPy's reduction of the fused values in a C-ordered array."""
     from .trace import REDUCTIONS
 
-    n = math.prod(shape)
-    if n == 0:  # NumPy's value, warning or error
-        return REDUCTIONS[p.reduce](np.empty(0, p.dtype))
-    arrays = [a for a in leaves if a.ndim]
-    if not all(a.shape == shape and a.flags.c_contiguous for a in arrays):
-        return REDUCTIONS[p.reduce](_run(p.elementwise, values, None))
-    flat = [a.reshape(-1) if a.ndim else a[()] for a in leaves]
-    masks = tuple((bool(a.ndim),) for a in leaves)
-    partials = np.empty(-(-n // codegen.REDUCE_LEAF),
-                        codegen.key_dtype(p) or codegen.accumulator(p))
-    if n < engine_numba.PARALLEL_MIN or engine_numba._serial_only:
-        _run_reduce(p, masks, "serial", n, partials, flat, weak)
-        return _combine(p, partials, n)
-    with engine_numba._launch_lock:  # as _launch: the chooser's state, one kernel at a time
-        key = ("fuse-reduce", id(p), masks)
-        mode, timed = engine_numba.chooser.decide(key, n, "parallel", ("serial",))
-        start = time.perf_counter() if timed else 0.0
-        _run_reduce(p, masks, mode, n, partials, flat, weak)
-        if timed:
-            engine_numba.chooser.record(key, n, mode, time.perf_counter() - start,
-                                        (partials.dtype.char, *(a.dtype for a in arrays)))
-    return _combine(p, partials, n)
+    how = {"axis": p.axis, "keepdims": p.keepdims}
+    if p.axis is not None:
+        if not shape:
+            raise np.exceptions.AxisError(p.axis, 0)
+        axis = _axis_index(p.axis, len(shape))
+        if axis != len(shape) - 1:
+            return REDUCTIONS[p.reduce](_run(p.elementwise, values, None), **how)
+    if math.prod(shape) == 0:  # NumPy's value, warning or error
+        return REDUCTIONS[p.reduce](np.zeros(shape, p.dtype), **how)
+    n = shape[-1] if p.axis is not None else math.prod(shape)
+    rows = math.prod(shape) // n
+    layout = _reduce_layout(leaves, shape, p.axis is not None)
+    if layout is None:
+        return REDUCTIONS[p.reduce](_run(p.elementwise, values, None), **how)
+    masks, flat = layout
+    leaves_per_row = -(-n // codegen.REDUCE_LEAF)
+    partials = np.empty((rows, leaves_per_row), codegen.key_dtype(p) or codegen.accumulator(p))
+    size = rows * n
+    if size < engine_numba.PARALLEL_MIN or engine_numba._serial_only:
+        _run_reduce(p, masks, "serial", n, rows, partials, flat, weak)
+    else:
+        with engine_numba._launch_lock:  # as _launch: the chooser's state, one at a time
+            key = ("fuse-reduce", id(p), masks)
+            mode, timed = engine_numba.chooser.decide(key, size, "parallel", ("serial",))
+            start = time.perf_counter() if timed else 0.0
+            _run_reduce(p, masks, mode, n, rows, partials, flat, weak)
+            if timed:
+                engine_numba.chooser.record(
+                    key, size, mode, time.perf_counter() - start,
+                    (partials.dtype.char, *(a.dtype for a in leaves if a.ndim)))
+    result = _combine(p, partials, n)
+    if p.axis is None and not p.keepdims:
+        return result[0]  # NumPy's scalar
+    if not p.keepdims:
+        return result.reshape(shape[:-1])
+    return result.reshape((*shape[:-1], 1) if p.axis is not None else (1,) * len(shape))
 
 
-def _run_reduce(p: codegen.Plan, masks: tuple, mode: str, n: int, partials: np.ndarray,
-                flat: list, weak: list) -> None:
-    """The reduction kernel over ``n`` elements; a plan with :data:`codegen.GUARDED` functions
-    runs its exact kernel again where an argument was out of the vectorised functions'
-    range."""
-    args = (n, partials, *flat, *weak)
-    if mode == "serial":  # all the chunks
-        args = (*args, 0, -(-n // codegen.REDUCE_CHUNK))
+def _axis_index(axis: int, ndim: int) -> int:
+    if not -ndim <= axis < ndim:
+        raise np.exceptions.AxisError(axis, ndim)
+    return axis % ndim
+
+
+def _reduce_layout(leaves: list, shape: tuple, by_rows: bool) -> tuple | None:
+    """The reduction kernel's masks and flat operands, or None where an operand has none of
+    its layouts: the result's shape, C-ordered (``(True, True)``); with ``by_rows``, one
+    value per row (``(True, False)``, a ``keepdims`` reduction's) or one row for all
+    (``(False, True)``); a scalar (``(False, False)``)."""
+    masks, flat = [], []
+    for a in leaves:
+        if a.size == 1:
+            masks.append((False, False))
+            flat.append(a.reshape(-1)[0])
+            continue
+        padded = (1,) * (len(shape) - a.ndim) + a.shape
+        if not a.flags.c_contiguous:
+            return None
+        if padded == shape:
+            mask = (True, True)
+        elif by_rows and padded == (*shape[:-1], 1):
+            mask = (True, False)
+        elif by_rows and padded == (*(1,) * (len(shape) - 1), shape[-1]):
+            mask = (False, True)
+        else:
+            return None
+        masks.append(mask)
+        flat.append(a.reshape(-1))
+    return tuple(masks), flat
+
+
+def _run_reduce(p: codegen.Plan, masks: tuple, mode: str, n: int, rows: int,
+                partials: np.ndarray, flat: list, weak: list) -> None:
+    """The reduction kernel over ``rows`` rows of ``n`` elements; a plan with
+    :data:`codegen.GUARDED` functions runs its exact kernel again where an argument was out
+    of the vectorised functions' range."""
+    args = (n, rows, partials.reshape(-1), *flat, *weak)
+    if mode == "serial":  # all the tasks
+        chunks = -(-n // codegen.REDUCE_CHUNK)
+        args = (*args, 0, rows * -(-chunks // codegen.REDUCE_TASK))
     if p.exact is None or codegen.kernel(p, masks, mode, reduce=True)(*args) != 0:
         codegen.kernel(p, masks, mode, p.exact is not None, reduce=True)(*args)
 
 
-def _combine(p: codegen.Plan, partials: np.ndarray, n: int):
-    """The reduction of the kernel's partials (one per leaf of its buffer), as NumPy's
-    scalar of the reduction's dtype."""
+def _combine(p: codegen.Plan, partials: np.ndarray, n: int) -> np.ndarray:
+    """Each row's reduction of the kernel's partials (one per leaf of its buffer), in the
+    reduction's dtype."""
     kind = p.reduce
     if kind in ("sum", "mean"):
-        total = np.add.reduce(partials)
-        return p.reduced.type(total / n) if kind == "mean" else total
+        total = np.add.reduce(partials, axis=1)
+        return (total / n).astype(p.reduced, copy=False) if kind == "mean" else total
     if kind == "prod":
-        return np.multiply.reduce(partials)
-    if kind in ("max", "any"):
-        value = np.maximum.reduce(partials)
-    else:
-        value = np.minimum.reduce(partials)
+        return np.multiply.reduce(partials, axis=1)
+    value = (np.maximum if kind in ("max", "any") else np.minimum).reduce(partials, axis=1)
     if codegen.key_dtype(p) is not None:
         value = codegen.float_of_key(value, p.reduced)
         # a leaf with a NaN gave a NaN's key, sign bit set for a minimum: NumPy's NaN is
         # the one it met, a positive one from any arithmetic
-        return p.reduced.type(np.nan) if value != value else value
-    return np.bool_(value) if kind in ("any", "all") else value
+        return np.where(value != value, p.reduced.type(np.nan), value)
+    return value.astype(bool) if kind in ("any", "all") else value
 
 
 def _on_blocks(p: codegen.Plan) -> bool:

@@ -230,6 +230,10 @@ class Plan:
         or None for an elementwise plan.
     reduced : numpy.dtype or None
         The reduction's dtype (NumPy's: ``np.sum`` of int32 is int64).
+    axis : int or None
+        The axis reduced (None: all elements).
+    keepdims : bool
+        Whether the reduced axis stays, of length 1.
     stages : dict
         Reductions this plan reads as scalar leaves (``op == "reduce"``), by leaf name: the
         plans that compute them, run before this one.
@@ -250,6 +254,8 @@ class Plan:
     on_blocks: bool | None = field(default=None, repr=False, compare=False)
     reduce: str | None = None
     reduced: np.dtype | None = None
+    axis: int | None = None
+    keepdims: bool = False
     stages: dict = field(default_factory=dict, repr=False, compare=False)
     elementwise: Plan | None = field(default=None, repr=False, compare=False)
 
@@ -274,7 +280,8 @@ def plan(result: Node) -> Plan:
     if result.op == "reduce":
         p = plan(result.args[0])
         p.elementwise = replace(p, compiled={})
-        p.reduce, p.reduced, p.on_blocks = result.value, np.dtype(result.dtype), False
+        (p.reduce, p.axis, p.keepdims), p.reduced = result.value, np.dtype(result.dtype)
+        p.on_blocks = False
         return p
     order = topological(result, stages=True)
     names: dict[int, str] = {}
@@ -490,7 +497,7 @@ def _rows_source(body_lines: list[str], masks: tuple, mode: str, args: list[str]
 #: the buffer in leaves of ``REDUCE_LEAF`` elements as NumPy's pairwise sum does its leaves
 REDUCE_CHUNK = 2048
 REDUCE_LEAF = 128
-#: chunks per call of the serial reduction kernel from the parallel one (65,536 elements)
+#: chunks of one row a task of a reduction takes at most (65,536 elements)
 REDUCE_TASK = 32
 #: the function that reduces one leaf of the buffer, per trace.REDUCTIONS name
 LEAVES = {"sum": "leaf_sum", "mean": "leaf_sum", "prod": "leaf_prod", "max": "leaf_max",
@@ -503,49 +510,71 @@ def accumulator(p: Plan) -> np.dtype:
     return np.dtype(np.uint8) if p.reduce in ("any", "all") else p.reduced
 
 
+#: elements a parallel reduction hands one call of the serial kernel at least
+REDUCE_GROUP = 65536
+
+
 def _reduce_source(p: Plan, body_lines: list[str], masks: tuple, mode: str, args: list[str],
                    serial: str = "") -> str:
-    """The kernel of a reduction over flat operands. Serial: chunks ``C0`` to ``C1`` of
-    :data:`REDUCE_CHUNK` elements, each computed into a buffer (the loop LLVM vectorises as an
-    elementwise kernel's), then reduced in leaves of :data:`REDUCE_LEAF` elements into ``P``
-    (one partial per leaf, see :func:`_leaf_sum` and :func:`_float_leaves`; the caller
-    reduces ``P``). Parallel: tasks of :data:`REDUCE_TASK` chunks, each a call of the serial
-    kernel (``serial``), which keeps its buffer for all its chunks."""
+    """The kernel of a reduction along the last axis of ``rows`` rows of ``n`` elements (all
+    elements: one row). ``masks[k]`` is ``(rows, columns)``: which axes leaf ``k`` has; each
+    array leaf is flat and C-ordered (a whole array, one value per row, or one row for all).
+
+    Serial: tasks ``T0`` to ``T1``, each up to :data:`REDUCE_TASK` chunks of one row; a chunk
+    of :data:`REDUCE_CHUNK` values is computed into a buffer (the loop LLVM vectorises as an
+    elementwise kernel's), then reduced in leaves of :data:`REDUCE_LEAF` values into ``P``
+    (``rows`` times the leaves of a row, see :func:`_leaf_sum` and :func:`_float_leaves`; the
+    caller reduces each row's). Parallel: groups of tasks of at least :data:`REDUCE_GROUP`
+    elements, each a call of the serial kernel (``serial``), which keeps its buffer for all
+    of them."""
     pad = " " * 4
-    params = ["n", "P", *args]
-    chunks = f"(n + {REDUCE_CHUNK - 1}) // {REDUCE_CHUNK}"
+    params = ["n", "rows", "P", *args]
+    head = [pad + f"chunks = (n + {REDUCE_CHUNK - 1}) // {REDUCE_CHUNK}",
+            pad + f"per_row = (chunks + {REDUCE_TASK - 1}) // {REDUCE_TASK}"]
     if mode != "serial":
         return "\n".join([
             f"# reduction by {serial}",
             f"def {{fname}}({', '.join(params)}):",
-            pad + f"chunks = {chunks}",
+            *head,
+            pad + "tasks = rows * per_row",
+            pad + f"group = max(1, {REDUCE_GROUP} // max(1, min(n, "
+                  f"{REDUCE_TASK * REDUCE_CHUNK})))",
             pad + "g_ = 0",
-            pad + f"for t in prange((chunks + {REDUCE_TASK - 1}) // {REDUCE_TASK}):",
-            pad * 2 + f"g_ += serial({', '.join(params)}, t * {REDUCE_TASK}, "
-                      f"min(t * {REDUCE_TASK} + {REDUCE_TASK}, chunks))",
+            pad + "for q in prange((tasks + group - 1) // group):",
+            pad * 2 + f"g_ += serial({', '.join(params)}, q * group, "
+                      "min(q * group + group, tasks))",
             pad + "return g_", ""])
     acc = accumulator(p)
     keys = key_dtype(p)
     leaf = (f"{LEAVES[p.reduce]}{keys.itemsize * 8}(S, S.view({_type(keys)}))" if keys
             else f"{LEAVES[p.reduce]}(S)")
     value = "np.uint8(r != 0)" if p.reduce in ("any", "all") else _cast("r", p.dtype, acc)
-    loads = [f"v{k} = R{k}[j]" for k, m in enumerate(masks) if any(m)]
-    rows = [f"R{k} = L{k}[lo:lo + m]" for k, m in enumerate(masks) if any(m)]
+    per_row = [f"v{k} = L{k}[row]" for k, m in enumerate(masks) if m == (True, False)]
+    spans = [f"R{k} = L{k}[{'base + ' if m[0] else ''}lo:{'base + ' if m[0] else ''}lo + m]"
+             for k, m in enumerate(masks) if m[1]]
+    loads = [f"v{k} = R{k}[j]" for k, m in enumerate(masks) if m[1]]
     body = [x.replace("g_ +=", "gc +=") for x in _bind(body_lines, masks)]
     lines = [
-        f"def {{fname}}({', '.join(params)}, C0, C1):",
+        f"def {{fname}}({', '.join(params)}, T0, T1):",
+        *head,
+        pad + f"leaves = (n + {REDUCE_LEAF - 1}) // {REDUCE_LEAF}",
         pad + "g_ = 0",
         pad + f"B = np.empty({REDUCE_CHUNK}, {_type(acc)})",
-        pad + "for c in range(C0, C1):",
-        pad * 2 + f"lo = c * {REDUCE_CHUNK}",
-        pad * 2 + f"m = min({REDUCE_CHUNK}, n - lo)",
+        pad + "for t in range(T0, T1):",
+        pad * 2 + "row = t // per_row",
+        pad * 2 + f"c0 = (t % per_row) * {REDUCE_TASK}",
+        pad * 2 + "base = row * n",
         pad * 2 + "gc = 0",
-        *(pad * 2 + x for x in rows),
-        pad * 2 + "for j in range(m):",
-        *(pad * 3 + x for x in [*loads, *body, f"B[j] = {value}"]),
-        pad * 2 + f"for f in range((m + {REDUCE_LEAF - 1}) // {REDUCE_LEAF}):",
-        pad * 3 + f"S = B[f * {REDUCE_LEAF}:min(f * {REDUCE_LEAF} + {REDUCE_LEAF}, m)]",
-        pad * 3 + f"P[c * {REDUCE_CHUNK // REDUCE_LEAF} + f] = {leaf}",
+        *(pad * 2 + x for x in per_row),
+        pad * 2 + f"for c in range(c0, min(c0 + {REDUCE_TASK}, chunks)):",
+        pad * 3 + f"lo = c * {REDUCE_CHUNK}",
+        pad * 3 + f"m = min({REDUCE_CHUNK}, n - lo)",
+        *(pad * 3 + x for x in spans),
+        pad * 3 + "for j in range(m):",
+        *(pad * 4 + x for x in [*loads, *body, f"B[j] = {value}"]),
+        pad * 3 + f"for f in range((m + {REDUCE_LEAF - 1}) // {REDUCE_LEAF}):",
+        pad * 4 + f"S = B[f * {REDUCE_LEAF}:min(f * {REDUCE_LEAF} + {REDUCE_LEAF}, m)]",
+        pad * 4 + f"P[row * leaves + c * {REDUCE_CHUNK // REDUCE_LEAF} + f] = {leaf}",
         pad * 2 + "g_ += gc",
         pad + "return g_"]
     return "\n" + "\n".join(lines) + "\n"
@@ -604,7 +633,7 @@ def kernel(p: Plan, masks: tuple, mode: str, exact: bool = False,
             if found is None:
                 namespace = dict(_NAMESPACE)
                 if serial is not None:  # made first: the lock is not reentrant
-                    arity = (4 if reduce else 5 + sum(any(m[:-1]) for m in masks))
+                    arity = (5 if reduce else 5 + sum(any(m[:-1]) for m in masks))
                     namespace["serial"] = engine_numba._noinline(
                         serial, arity + len(p.leaves) + len(p.weak))
                 exec(compile(text, __file__, "exec"), namespace)

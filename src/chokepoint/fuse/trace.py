@@ -6,11 +6,12 @@ identical operations on identical operands are shared (``np.arctan2(a, b)`` writ
 computed once). Each node's loop dtypes come from NumPy itself (``ufunc.resolve_dtypes`` with
 Python scalar types for Python scalars), so type promotion is NEP 50's by construction.
 
-Reductions over all elements (``np.sum``, ``np.mean``, ``np.max``, ``np.min``, ``np.prod``,
-``np.any``, ``np.all``, ``np.linalg.norm`` of a vector, and the array methods of the same names)
-add a ``"reduce"`` node: a scalar of the dtype NumPy's reduction gives, usable by later
-elementwise work (``np.exp(x - x.max())``). Anything else that is not elementwise raises
-:class:`FuseError` naming the operation and the line of the user's code that issued it.
+Reductions over all elements or one axis (``np.sum``, ``np.mean``, ``np.max``, ``np.min``,
+``np.prod``, ``np.any``, ``np.all``, ``np.linalg.norm`` of a vector, and the array methods of the
+same names, ``keepdims`` too) add a ``"reduce"`` node of the dtype NumPy's reduction gives,
+usable by later elementwise work (``np.exp(x - x.max(axis=-1, keepdims=True))``). Anything
+else that is not elementwise raises :class:`FuseError` naming the operation and the line of the
+user's code that issued it.
 """
 
 from __future__ import annotations
@@ -93,8 +94,8 @@ class Node:
     ----------
     op : str
         ``"input"``, ``"scalar"``, a ufunc name, ``"where"``, ``"clip"`` or ``"reduce"``
-        (``value`` names the reduction, ``name`` is the argument its value is passed as to
-        later stages).
+        (``value`` is ``(reduction, axis, keepdims)``, ``name`` is the argument its value is
+        passed as to later stages).
     dtype : numpy.dtype or type
         The dtype, or ``int``/``float``/``bool`` for a Python (weak) scalar.
     args : tuple of Node
@@ -245,14 +246,26 @@ Node.__invert__ = lambda self: np.invert(self)
 Node.__divmod__ = lambda self, other: np.divmod(self, other)
 
 
-def _reduction_args(kind: str, args: tuple, kwargs: dict, where: str) -> None:
-    """Refuse what fuse does not reduce yet: an axis, a dtype, ``out=``, keepdims, ord..."""
+def _reduction_args(kind: str, args: tuple, kwargs: dict, where: str) -> tuple:
+    """``(axis, keepdims)`` of a reduction's call; what fuse does not reduce yet (a tuple of
+    axes, a dtype, ``out=``, ``ord``...) is refused, named."""
+    name = "np.linalg.norm" if kind == "norm" else f"np.{kind}"
+    kwargs = {k: v for k, v in kwargs.items() if v is not np._NoValue}
+    if args:  # NumPy's second positional argument is the axis, of every one of them
+        if "axis" in kwargs:
+            raise TypeError(f"{name} got the axis twice{where}")
+        kwargs["axis"], args = args[0], args[1:]
+    axis, keepdims = kwargs.pop("axis", None), kwargs.pop("keepdims", False)
     given = [*(repr(a) for a in args if a is not None),
-             *(f"{k}={v!r}" for k, v in kwargs.items() if v is not None and v is not np._NoValue)]
+             *(f"{k}={v!r}" for k, v in kwargs.items() if v is not None)]
+    if kind == "norm" and (axis is not None or keepdims):
+        given.append(f"axis={axis!r}, keepdims={keepdims!r}")
+    if axis is not None and (isinstance(axis, bool) or not isinstance(axis, (int, np.integer))):
+        given.append(f"axis={axis!r}")
     if given:
-        name = "np.linalg.norm" if kind == "norm" else f"np.{kind}"
         raise FuseError(f"{name} with {', '.join(given)} cannot be fused (fuse reduces over "
-                        f"all elements, with no other arguments){where}")
+                        f"all elements or one axis, with keepdims){where}")
+    return (None if axis is None else int(axis)), bool(keepdims)
 
 
 def _where_from() -> str:
@@ -361,25 +374,26 @@ class Graph:
         _check_dtype(out, where)
         return self.add("where", out, (c, a, b), (np.dtype(bool), out, out))
 
-    def reduce(self, kind: str, x, _none: None, where: str) -> Node:
-        """A reduction of ``x`` over all its elements (``kind``: a :data:`REDUCTIONS` name or
-        ``"norm"``), of the dtype NumPy's reduction gives."""
+    def reduce(self, kind: str, x, how: tuple, where: str) -> Node:
+        """A reduction of ``x`` (``kind``: a :data:`REDUCTIONS` name or ``"norm"``) over all
+        its elements or one axis (``how``: ``(axis, keepdims)``), of the dtype NumPy's
+        reduction gives. Its node's ``value`` is ``(kind, axis, keepdims)``."""
         x = self.operand(x, where)
-        if x.weak or x.op in ("scalar", "reduce"):
+        if x.weak or x.op == "scalar" or (x.op == "reduce" and x.value[1] is None):
             raise FuseError(f"a reduction of a scalar cannot be fused{where}")
         if kind == "norm":  # NumPy: sqrt of the sum of squares, in floating point
             if np.dtype(x.dtype).kind != "f":
                 x = self.ufunc(np.multiply, (x, 1.0), where)
             return self.ufunc(np.sqrt, (self.reduce("sum", self.ufunc(np.square, (x,), where),
-                                                    None, where),), where)
+                                                    how, where),), where)
         dtype = REDUCTIONS[kind](np.ones(2, x.dtype)).dtype
         _check_dtype(dtype, where)
-        key = ("reduce", id(x), kind)
+        key = ("reduce", id(x), kind, *how)
         if key not in self._seen:  # x.max() written twice is computed once
             count = sum(n.op == "reduce" for n in self.nodes)
             # a name no argument can have: the call's values hold both
             node = Node("reduce", dtype, (x,), (np.dtype(x.dtype),), name=f"<reduced {count}>",
-                        value=kind, graph=self)
+                        value=(kind, *how), graph=self)
             self.nodes.append(node)
             self._seen[key] = node
         return self._seen[key]
