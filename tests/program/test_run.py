@@ -301,3 +301,20 @@ def test_the_programs_control_characters_are_shown_escaped(tmp_path, roof):
     assert "\\x1b[2J cleared" in text
     html = report.to_html()
     assert "\x1b" not in html and "\u202e" not in html
+
+
+def test_a_random_generator_filling_an_array_on_a_probed_line_does_not_crash(
+        tmp_path, cached_roof):
+    # the Generator's compiled code calls np.empty with the user's line as its caller (it has
+    # no frame); traced there, the array it filled was the tracer's proxy, and the process died
+    # of a segmentation fault while probing the line
+    path = _program(tmp_path, """\
+        import numpy as np
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal((4000, 256)).astype(np.float32)
+        print(X.shape)
+        """)
+    proc = subprocess.run([sys.executable, "-m", "chokepoint", "run", "--budget", "3", path],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == "(4000, 256)\n" and "headline:" in proc.stderr

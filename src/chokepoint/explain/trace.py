@@ -10,9 +10,11 @@ they lead to shows up as one opaque operation (see :func:`trace`).
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import functools
 import itertools
+import linecache
 import math
 import os
 import sys
@@ -459,19 +461,54 @@ def _holds_traced(args: tuple, kwargs: dict) -> bool:
     return any(isinstance(v, Traced) for v in (*args, *kwargs.values()))
 
 
+def _called_name(frame, statement: Statement) -> str | None:
+    """The name of the function ``frame`` is calling, from the source of the call it is at
+    (``np.zeros(3)``: ``"zeros"``), or None where that source is not known. The statement's
+    own code was compiled from its source (dedented: its columns are that source's)."""
+    try:
+        line, end, start_col, end_col = list(frame.f_code.co_positions())[frame.f_lasti // 2]
+    except (AttributeError, IndexError, ValueError):  # Python < 3.11: no positions
+        return None
+    if None in (line, end, start_col, end_col):
+        return None
+    filename = frame.f_code.co_filename
+    if filename == statement.filename:
+        lines = statement.source.splitlines(keepends=True)
+        line, end = line - statement.first_line + 1, end - statement.first_line + 1
+    else:
+        lines = linecache.getlines(filename)
+    if line < 1 or end > len(lines):
+        return None
+    text = [x.encode() for x in lines[line - 1:end]]  # the columns count UTF-8 bytes
+    text[-1] = text[-1][:end_col]
+    text[0] = text[0][start_col:]
+    try:
+        call = ast.parse(b"".join(text).decode().strip(), mode="eval").body
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    func = getattr(call, "func", None)
+    return (func.attr if isinstance(func, ast.Attribute)
+            else func.id if isinstance(func, ast.Name) else None)
+
+
 @contextlib.contextmanager
-def _creations_traced(tracer: Tracer) -> Iterator[None]:
+def _creations_traced(tracer: Tracer, statement: Statement) -> Iterator[None]:
     """NumPy's :data:`CREATIONS` return traced arrays when the user's code calls them (code
     outside NumPy, site-packages and chokepoint: a library calling ``np.zeros`` gets its plain
     array), for the duration of the block. A call given a traced array goes through the
-    array-function protocol as before."""
+    array-function protocol as before. A compiled library called from the user's line calls
+    them with that line as its caller (it has no frame of its own): the call's source names
+    what the line calls (``rng.standard_normal(...)``, whose ``np.empty`` given a traced
+    array crashed the process), and only a creation called by name is traced."""
     originals = {name: getattr(np, name) for name in CREATIONS}
 
     def traced(name: str, original: Callable) -> Callable:
         @functools.wraps(original)
         def make(*args, **kwargs):
-            caller = sys._getframe(1).f_code.co_filename
-            if _holds_traced(args, kwargs) or not user_file(caller, pseudo=True):
+            frame = sys._getframe(1)
+            if (_holds_traced(args, kwargs) or not user_file(frame.f_code.co_filename,
+                                                             pseudo=True)
+                    or _called_name(frame, statement) not in (None, name)):
                 return original(*args, **kwargs)
             return tracer.call(name, original, args, kwargs, kind="function")
         return make
@@ -500,7 +537,7 @@ def trace(statement: str | Statement, namespace: dict, inputs: list[str]) -> Tra
     scope = dict(namespace)
     for name in inputs:
         scope[name] = tracer.wrap(namespace[name], name)
-    with _creations_traced(tracer):
+    with _creations_traced(tracer, statement):
         value = statement.function(scope)()
     result = _unwrap(value)
     t = tracer.trace
