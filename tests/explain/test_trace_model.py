@@ -270,6 +270,7 @@ def test_arrays_a_library_makes_stay_plain():
     import os
 
     from chokepoint.explain.trace import CREATIONS, Traced, Tracer, _creations_traced
+    from chokepoint.measure.statements import Statement
 
     # code in NumPy's (or any library's) files gets NumPy's own arrays during a trace
     library = compile("np.zeros(3)", os.path.join(os.path.dirname(np.__file__), "fake.py"),
@@ -277,7 +278,7 @@ def test_arrays_a_library_makes_stay_plain():
     mine = compile("np.zeros(3)", "<statement>", "eval")
     tracer = Tracer()
     before = [getattr(np, name) for name in CREATIONS]
-    with _creations_traced(tracer):
+    with _creations_traced(tracer, Statement.parse("np.zeros(3)")):
         assert not isinstance(eval(library, {"np": np}), Traced)
         assert isinstance(eval(mine, {"np": np}), Traced)
     assert [op.name for op in tracer.trace.ops] == ["zeros"]
