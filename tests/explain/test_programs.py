@@ -125,6 +125,19 @@ def test_a_chain_ending_in_a_sum_is_rewritten_to_one_fused_pass(roof):
     assert e.rewrite["fused"] and e.rewrite["max_ulp"] <= 4 and e.rewrite["speedup"] > 1
 
 
+def test_a_row_maximum_read_back_is_rewritten_to_a_fused_reduction(roof):
+    # NumPy's maximum along rows of 10 is slow per element, and its result is read back by a
+    # subtraction and exp of two more temporaries: fused, two passes and no temporary
+    e = run("np.exp(x - x.max(axis=1, keepdims=True))",
+            "x = np.random.default_rng(0).standard_normal((400_000, 10)).astype(np.float32)",
+            roof)
+    honest(e)
+    assert e.rewrite["statement"] == (
+        "chokepoint.fuse('np.exp(x - x.max(axis=1, keepdims=True))')(x=x)")
+    assert e.rewrite["fused"] and e.rewrite["max_ulp"] <= 4 and e.rewrite["speedup"] > 1
+    assert any("2 passes (a reduction first)" in (f.suggestion or "") for f in e.findings)
+
+
 def test_a_stencils_slices_are_arguments_of_its_fused_rewrite(roof):
     # four temporaries of a 1000 x 1000 grid against one pass over the slices as they are
     e = run("0.25 * (u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] + u[1:-1, :-2])",
