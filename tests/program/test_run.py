@@ -53,6 +53,26 @@ def test_the_program_runs_once_as_main_with_its_argv_and_its_exit_status(tmp_pat
     assert report.argv == [path, "a", "--b"]
 
 
+def test_a_stencil_written_into_a_slice_gets_its_fused_rewrite_into_that_slice(tmp_path):
+    # four temporaries and a copy into the slice, against one pass over the shifted slices
+    # written where the line writes
+    path = _program(tmp_path, """\
+        import numpy as np
+        u = np.random.default_rng(0).random((1500, 1500))
+        v = np.zeros_like(u)
+        for step in range(10):
+            v[1:-1, 1:-1] = 0.25 * (u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] + u[1:-1, :-2])
+            u, v = v, u
+        """)
+    top = _lines_of_a_fresh_run(path)[0]
+    assert top["source"].endswith("prog.py:5")
+    assert top["rewrite"] is not None, top
+    assert top["rewrite"]["code"] == (
+        "chokepoint.fuse('0.25 * (u_0 + u_1 + u_2 + u_3)')(u_0=u[2:, 1:-1], u_1=u[:-2, 1:-1], "
+        "u_2=u[1:-1, 2:], u_3=u[1:-1, :-2], out=v[1:-1, 1:-1])")
+    assert top["rewrite"]["values"] == "same values" and top["rewrite"]["speedup"] > 1.5
+
+
 def test_an_exception_is_reported_after_the_report_and_gives_status_1(tmp_path, roof):
     path = _program(tmp_path, """\
         import numpy as np

@@ -435,12 +435,18 @@ def _rewrite_repeats(total: float) -> int:
 
 
 def measured_rewrite(statement: Statement, namespace, inputs, result, total: float,
-                      roof: Roofline, min_time: float, tr=None) -> tuple[dict | None, str | None]:
+                      roof: Roofline, min_time: float, tr=None,
+                      into: tuple[str, Statement] | None = None
+                      ) -> tuple[dict | None, str | None]:
     """The rewrite (and its narrow variant) timed, and the suggestion text for findings: only
     when it measured faster than the statement. A chokepoint kernel where one has the same
-    values; else, for a chain of elementwise operations, the fused kernel."""
+    values; else, for a chain of elementwise operations, the fused kernel. ``into``: the
+    statement is the value of ``target[slices] = statement`` (the target's code, and that whole
+    line): the fused kernel writes into the target (``out=``) and is timed against the line."""
     if not statement.is_expression:
         return None, None
+    if into is not None:
+        return _fused_rewrite(statement, namespace, result, total, roof, min_time, tr, into)
     found = find_rewrite(statement.source, namespace, inputs, result)
     if found is None:
         return _fused_rewrite(statement, namespace, result, total, roof, min_time, tr)
@@ -473,9 +479,11 @@ def measured_rewrite(statement: Statement, namespace, inputs, result, total: flo
 
 
 def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: Roofline,
-                   min_time: float, tr) -> tuple[dict | None, str | None]:
+                   min_time: float, tr, into: tuple[str, Statement] | None = None
+                   ) -> tuple[dict | None, str | None]:
     """``chokepoint.fuse(...)`` for an expression of two or more elementwise operations, its
-    values checked against the statement's on the user's data, timed side by side."""
+    values checked against the statement's on the user's data, timed side by side (``into``:
+    see :func:`measured_rewrite`)."""
     from ..fuse import fuse
     from ..fuse.trace import REDUCTIONS, FuseError
 
@@ -503,10 +511,19 @@ def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: 
     ulp = max_ulp(ours, result)  # an integer or boolean result: 0 when equal, else inf
     if ulp > CLOSE_ULP:
         return None, None
-    code = f"chokepoint.fuse({source!r})({', '.join(f'{n}={slices.get(n, n)}' for n in names)})"
-    statement_fn = statement.function(dict(namespace))
-    settle(lambda: fused(**values))
-    before, after = measure_interleaved([statement_fn, lambda: fused(**values)],
+    arguments = [f"{n}={slices.get(n, n)}" for n in names]
+    target = _target(into[0], namespace, ours) if into is not None else None
+    if into is not None and target is None:
+        return None, None
+    if target is not None:
+        arguments.append(f"out={into[0]}")
+        values_out = {**values, "out": target}  # where the line writes: one pass, no copy
+    else:
+        values_out = values
+    code = f"chokepoint.fuse({source!r})({', '.join(arguments)})"
+    statement_fn = (into[1] if into is not None else statement).function(dict(namespace))
+    settle(lambda: fused(**values_out))
+    before, after = measure_interleaved([statement_fn, lambda: fused(**values_out)],
                                         min_time=min(min_time, 0.02),
                                         repeats=_rewrite_repeats(total))
     if after.median * FASTER > before.median:
@@ -522,6 +539,20 @@ def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: 
     passes = _passes(next(iter(fused._traces.values())))
     said = "one pass" if passes == 1 else f"{passes} passes (a reduction first)"
     return rewrite, f"{code}: {said}, measured {rewrite['speedup']:.1f}x faster ({same})"
+
+
+def _target(code: str, namespace: dict, value: np.ndarray) -> np.ndarray | None:
+    """The array ``code`` (``u[1:-1, 1:-1]``) names in ``namespace``, where it is a writable
+    view of the shape and dtype of ``value`` (what fuse's ``out=`` takes), else None."""
+    try:
+        target = eval(code, dict(namespace))
+    except Exception:  # the user's code: any error means no such view
+        return None
+    if (not isinstance(target, np.ndarray) or target.base is None
+            or not target.flags.writeable or target.shape != value.shape
+            or target.dtype != value.dtype):
+        return None
+    return target
 
 
 def _passes(plan) -> int:
