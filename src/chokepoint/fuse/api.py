@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import functools
 import inspect
 import itertools
 import math
 import threading
 import time
+from collections.abc import Iterator
 
 import numba
 import numpy as np
@@ -348,15 +350,10 @@ def _reduce(p: codegen.Plan, leaves: list, weak: list, shape: tuple, values: dic
     if size < engine_numba.PARALLEL_MIN or engine_numba._serial_only:
         _run_reduce(p, masks, "serial", n, rows, partials, flat, weak)
     else:
-        with engine_numba._launch_lock:  # as _launch: the chooser's state, one at a time
-            key = ("fuse-reduce", id(p), masks)
-            mode, timed = engine_numba.chooser.decide(key, size, "parallel", ("serial",))
-            start = time.perf_counter() if timed else 0.0
+        dtypes = (partials.dtype.char, *(a.dtype for a in leaves if a.ndim))
+        with _chosen(("fuse-reduce", id(p), masks), size, "parallel", ("serial",),
+                     dtypes) as mode:
             _run_reduce(p, masks, mode, n, rows, partials, flat, weak)
-            if timed:
-                engine_numba.chooser.record(
-                    key, size, mode, time.perf_counter() - start,
-                    (partials.dtype.char, *(a.dtype for a in leaves if a.ndim)))
     result = _combine(p, partials, n)
     if p.axis is None and not p.keepdims:
         return result[0]  # NumPy's scalar
@@ -527,21 +524,20 @@ def _launch(p, masks, out, operands, weak, extra: tuple = (), size: int | None =
     if n < engine_numba.PARALLEL_MIN or engine_numba._serial_only:
         _run_kernel(p, masks, "serial", out, operands, weak, extra)
         return
-    with engine_numba._launch_lock:
-        # streaming only where the kernels stream (the tuning measured it faster) and only
-        # for arithmetic: with exp & co. its 8 unrolled lanes stay scalar, and compiling them
-        # took 6 s for 'np.exp(a) + b' (1.2 s for the parallel variant). Even then the calls
-        # measure it against the parallel loop: LLVM leaves some lanes scalar (sqrt: 13.4 ms
-        # against 6.9 for 'np.sqrt(a**2 + b**2)' on 1e7 float64), others gain (a + b * c).
-        stream = (not extra and out.ndim == 1 and not p.transcendental
-                  and engine_numba._stream_maps
-                  and engine_numba._streamable(out, operands, operands))
-        wide, others = ("stream", ("parallel", "serial")) if stream else ("parallel", ("serial",))
-        # serial when the calls measured it faster (a busy core): the kernels' own chooser
-        # a plan lives as long as its Fused (cached per trace)
-        key = ("fuse", id(p), masks, bool(extra))
-        mode, timed = engine_numba.chooser.decide(key, n, wide, others)
-        start = time.perf_counter() if timed else 0.0
+    # streaming only where the kernels stream (the tuning measured it faster) and only
+    # for arithmetic: with exp & co. its 8 unrolled lanes stay scalar, and compiling them
+    # took 6 s for 'np.exp(a) + b' (1.2 s for the parallel variant). Even then the calls
+    # measure it against the parallel loop: LLVM leaves some lanes scalar (sqrt: 13.4 ms
+    # against 6.9 for 'np.sqrt(a**2 + b**2)' on 1e7 float64), others gain (a + b * c).
+    stream = (not extra and out.ndim == 1 and not p.transcendental
+              and engine_numba._stream_maps
+              and engine_numba._streamable(out, operands, operands))
+    wide, others = ("stream", ("parallel", "serial")) if stream else ("parallel", ("serial",))
+    # serial when the calls measured it faster (a busy core): the kernels' own chooser;
+    # a plan lives as long as its Fused (cached per trace)
+    key = ("fuse", id(p), masks, bool(extra))
+    dtypes = (out.dtype.char, *(getattr(o, "dtype", None) for o in operands))
+    with _chosen(key, n, wide, others, dtypes) as mode:
         if mode == "stream":
             codegen.kernel(p, masks, "stream")(out, *operands, *weak)
             head = n - n % 8
@@ -550,7 +546,16 @@ def _launch(p, masks, out, operands, weak, extra: tuple = (), size: int | None =
                 codegen.kernel(p, masks, "serial")(out[head:], *tail, *weak)
         else:
             _run_kernel(p, masks, mode, out, operands, weak, extra)
+
+
+@contextlib.contextmanager
+def _chosen(key: tuple, n: int, wide: str, others: tuple, dtypes: tuple) -> Iterator[str]:
+    """The variant the kernels' chooser decides for a call of ``n`` elements, under the
+    launch lock (the chooser's state; one parallel kernel at a time); the call is timed and
+    recorded where the chooser asks for it."""
+    with engine_numba._launch_lock:
+        mode, timed = engine_numba.chooser.decide(key, n, wide, others)
+        start = time.perf_counter() if timed else 0.0
+        yield mode
         if timed:
-            engine_numba.chooser.record(key, n, mode, time.perf_counter() - start,
-                                        (out.dtype.char, *(getattr(o, "dtype", None)
-                                                           for o in operands)))
+            engine_numba.chooser.record(key, n, mode, time.perf_counter() - start, dtypes)
