@@ -6,6 +6,7 @@ import os
 import re
 import warnings
 
+import numpy as np
 import pytest
 
 from chokepoint.explain import explain
@@ -136,6 +137,23 @@ def test_a_row_maximum_read_back_is_rewritten_to_a_fused_reduction(roof):
         "chokepoint.fuse('np.exp(x - x.max(axis=1, keepdims=True))')(x=x)")
     assert e.rewrite["fused"] and e.rewrite["max_ulp"] <= 4 and e.rewrite["speedup"] > 1
     assert any("2 passes (a reduction first)" in (f.suggestion or "") for f in e.findings)
+
+
+def test_a_stencil_assigned_into_a_slice_is_fused_into_that_slice(roof):
+    # four temporaries and the copy into v's interior, against one pass written in place;
+    # the user's arrays stay as they were (explain runs on copies)
+    u = np.random.default_rng(0).random((1000, 1000))
+    v = np.zeros_like(u)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        e = explain("v[1:-1, 1:-1] = 0.25 * (u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] "
+                    "+ u[1:-1, :-2])", namespace={"np": np, "u": u, "v": v}, roof=roof)
+    honest(e)
+    assert e.rewrite["statement"] == (
+        "chokepoint.fuse('0.25 * (u_0 + u_1 + u_2 + u_3)')(u_0=u[2:, 1:-1], u_1=u[:-2, 1:-1], "
+        "u_2=u[1:-1, 2:], u_3=u[1:-1, :-2], out=v[1:-1, 1:-1])")
+    assert e.rewrite["max_ulp"] == 0 and e.rewrite["speedup"] > 1.3
+    assert not v.any()
 
 
 def test_a_stencils_slices_are_arguments_of_its_fused_rewrite(roof):

@@ -39,12 +39,19 @@ from .probes import (
     subset,
     time_op,
 )
-from .rewrite import CLOSE_ULP, FASTER, find_rewrite, lift_slices, max_ulp, touched_bytes
+from .rewrite import (
+    CLOSE_ULP,
+    FASTER,
+    find_rewrite,
+    lift_slices,
+    max_ulp,
+    slice_assignment,
+    touched_bytes,
+)
 from .trace import CREATIONS, trace, untraced
 
 __all__ = ["PROBED", "ExplainError", "Explanation", "allocated", "explain", "floor_of",
-           "measured_rewrite",
-           "probe_operations"]
+           "measured_rewrite", "probe_operations", "rewrite_into"]
 
 #: operations taking at least this share of the traced time are probed; the others are timed
 PROBED = 0.01
@@ -478,6 +485,21 @@ def measured_rewrite(statement: Statement, namespace, inputs, result, total: flo
     return rewrite, suggestion
 
 
+def rewrite_into(line: Statement, into: tuple[str, Statement], namespace: dict, total: float,
+                 roof: Roofline, min_time: float) -> tuple[dict | None, str | None]:
+    """The fused rewrite of ``line``, ``target[slices] = value`` (``into``: see
+    :func:`~chokepoint.explain.rewrite.slice_assignment`), writing into the target: the value
+    traced on ``namespace`` (copies: the rewrite writes where the line does), checked against
+    it and timed against the whole line."""
+    target, value = into
+    inputs = _statement_inputs(value, namespace)
+    traced = trace(value, dict(namespace), list(inputs))
+    if not isinstance(traced.result, np.ndarray):
+        return None, None
+    return measured_rewrite(value, namespace, inputs, traced.result, total, roof, min_time,
+                            traced, into=(target, line))
+
+
 def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: Roofline,
                    min_time: float, tr, into: tuple[str, Statement] | None = None
                    ) -> tuple[dict | None, str | None]:
@@ -715,9 +737,14 @@ def _explained(stmt: Statement, setup: str, base: dict, state: UserState, roof: 
             rns = fresh() if changed else ns
             # a reduction's NumPy scalar too: its fused rewrite is compared with it
             value = np.asarray(tr.result) if isinstance(tr.result, np.generic) else result
-            rewrite, suggestion = measured_rewrite(
-                stmt, rns, _statement_inputs(stmt, rns) if changed else inputs, value,
-                timing.median, roof, min_time, tr)
+            into = slice_assignment(stmt)
+            if into is not None:  # v[1:-1, 1:-1] = ...: fused into that slice
+                rewrite, suggestion = rewrite_into(stmt, into, fresh(), timing.median, roof,
+                                                   min_time)
+            else:
+                rewrite, suggestion = measured_rewrite(
+                    stmt, rns, _statement_inputs(stmt, rns) if changed else inputs, value,
+                    timing.median, roof, min_time, tr)
         except MemoryError:
             rewrite, suggestion = None, None
             skipped("measuring a rewrite")

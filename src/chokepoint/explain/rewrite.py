@@ -25,9 +25,10 @@ import numpy as np
 from .. import kernels
 from ..kernels.backend import set_backend
 from ..kernels.registry import KERNELS, Kernel
+from ..measure.statements import Statement
 
 __all__ = ["CLOSE_ULP", "FASTER", "Rewrite", "find_rewrite", "lift_slices", "literals",
-           "max_ulp", "touched_bytes"]
+           "max_ulp", "slice_assignment", "statement_part", "touched_bytes"]
 
 #: a rewrite (a kernel, a fused kernel) is proposed only when it measured at least this much
 #: faster than the code it replaces, timed interleaved with it after :func:`settle` calls
@@ -280,6 +281,38 @@ def _basic_index(node: ast.AST) -> bool:
     return all(isinstance(n, (ast.Constant, ast.Name, ast.UnaryOp, ast.BinOp, ast.operator,
                               ast.unaryop, ast.Load))
                for n in ast.walk(node))
+
+
+def statement_part(statement: Statement, node: ast.AST) -> Statement | None:
+    """The code of ``node`` (a part of ``statement``'s tree) as a Statement at its place."""
+    import copy
+
+    shifted = copy.copy(node)  # line numbers relative to the statement's source
+    shifted.lineno -= statement.first_line - 1
+    shifted.end_lineno -= statement.first_line - 1
+    text = ast.get_source_segment(statement.source, shifted)
+    if not text:
+        return None
+    try:
+        return Statement.parse(text, filename=statement.filename, first_line=node.lineno)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def slice_assignment(statement: Statement) -> tuple[str, Statement] | None:
+    """``(target, value)`` of ``name[basic index] = value`` (a stencil's
+    ``u[1:-1, 1:-1] = ...``): the target's code and the value as a Statement; else None."""
+    tree = statement.tree
+    if not (len(tree.body) == 1 and isinstance(tree.body[0], ast.Assign)
+            and len(tree.body[0].targets) == 1):
+        return None
+    target = tree.body[0].targets[0]
+    if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+            and _basic_index(target.slice)):
+        return None
+    code = statement_part(statement, target)
+    value = statement_part(statement, tree.body[0].value)
+    return (code.source, value) if code is not None and value is not None else None
 
 
 def lift_slices(source: str, namespace: dict) -> tuple[str, dict[str, str]]:

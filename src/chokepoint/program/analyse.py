@@ -19,11 +19,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..explain.api import allocated, floor_of, measured_rewrite, probe_operations
+from ..explain.api import (
+    allocated,
+    floor_of,
+    measured_rewrite,
+    probe_operations,
+    rewrite_into,
+)
 from ..explain.findings import derive_findings
 from ..explain.lines import line_rewrites
 from ..explain.model import build_model
 from ..explain.probes import ProbeSettings, clear_after_three, significant
+from ..explain.rewrite import slice_assignment, statement_part
 from ..explain.trace import Trace, trace
 from ..measure import statements as _statements
 from ..measure.roofline import Roofline
@@ -128,63 +135,7 @@ def _expression(statement: _statements.Statement) -> _statements.Statement | Non
         return statement
     if is_simple_name_assign(statement.tree) is None:
         return None
-    return _part(statement, statement.tree.body[0].value)
-
-
-def _part(statement: _statements.Statement, node: ast.AST) -> _statements.Statement | None:
-    """The code of ``node`` (a part of ``statement``) as a Statement at the same place."""
-    text = ast.get_source_segment(statement.source, _shifted(node, statement.first_line))
-    if not text:
-        return None
-    try:
-        return _statements.Statement.parse(text, filename=statement.filename,
-                                           first_line=node.lineno)
-    except (SyntaxError, ValueError):
-        return None
-
-
-def _rewrite_into(into: tuple[str, _statements.Statement], replay, replay_s: float,
-                  roof: Roofline, settings, line: _statements.Statement
-                  ) -> tuple[dict | None, str | None]:
-    """The fused rewrite of ``target[slices] = value`` writing into the target: the value
-    traced on a fresh replay's copies, then checked and timed against the whole line there."""
-    target, value = into
-    rns = replay.namespace()
-    vtr = trace(value, dict(rns), list(replay.arrays(rns)))
-    if not isinstance(vtr.result, np.ndarray):
-        return None, None
-    return measured_rewrite(value, rns, replay.arrays(rns), vtr.result, replay_s, roof,
-                            settings.min_time, vtr, into=(target, line))
-
-
-def _assigned_slice(statement: _statements.Statement
-                    ) -> tuple[str, _statements.Statement] | None:
-    """``(target, value)`` of ``name[basic index] = value`` (a stencil's
-    ``u[1:-1, 1:-1] = ...``): the target's code and the value as a Statement; else None."""
-    from ..explain.rewrite import _basic_index
-
-    tree = statement.tree
-    if not (len(tree.body) == 1 and isinstance(tree.body[0], ast.Assign)
-            and len(tree.body[0].targets) == 1):
-        return None
-    target = tree.body[0].targets[0]
-    if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
-            and _basic_index(target.slice)):
-        return None
-    code = ast.get_source_segment(statement.source, _shifted(target, statement.first_line))
-    value = _part(statement, tree.body[0].value)
-    return (code, value) if code and value is not None else None
-
-
-def _shifted(node: ast.AST, first_line: int) -> ast.AST:
-    """``node`` with line numbers relative to the statement's source (for
-    ``ast.get_source_segment``)."""
-    import copy
-
-    node = copy.copy(node)
-    node.lineno -= first_line - 1
-    node.end_lineno -= first_line - 1
-    return node
+    return statement_part(statement, statement.tree.body[0].value)
 
 
 class _Ledger:
@@ -365,9 +316,9 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                     found_rewrite, suggestion = measured_rewrite(
                         expr, rns, replay.arrays(rns), result, replay_s, roof,
                         settings.min_time, tr)
-                elif (into := _assigned_slice(st)) is not None:
-                    found_rewrite, suggestion = _rewrite_into(into, replay, replay_s, roof,
-                                                              settings, st)
+                elif (into := slice_assignment(st)) is not None:
+                    found_rewrite, suggestion = rewrite_into(
+                        st, into, replay.namespace(), replay_s, roof, settings.min_time)
                 if tr.lines:
                     in_lines = line_rewrites(tr.lines, min_time=settings.min_time)
         except Exception as exc:  # the line's other measurements stand
