@@ -157,7 +157,7 @@ def test_arguments_out_of_the_vectorised_range_are_summed_exactly():
 @pytest.mark.parametrize("code, words", [
     ("np.sum(a, axis=(0, 1))", "axis=(0, 1)"), ("a.max(out=a)", "out="),
     ("np.sum(a, dtype=np.float32)", "dtype="), ("np.linalg.norm(a, ord=1)", "ord=1"),
-    ("np.linalg.norm(a, axis=1)", "axis=1"), ("np.sum(a.sum())", "scalar"),
+    ("np.linalg.norm(a, 2)", "ord=2"), ("np.sum(a.sum())", "scalar"),
     ("np.cumsum(a)", "np.cumsum")])
 def test_what_is_not_reduced_is_refused_with_its_name(code, words):
     with pytest.raises(FuseError, match=words.replace("(", r"\(").replace(")", r"\)")):
@@ -190,6 +190,18 @@ def test_reductions_along_an_axis_are_numpys(code):
             scale /= max(a.shape[-1], 1)
         np.testing.assert_allclose(ours, ref, rtol=64 * eps, atol=64 * eps * scale,
                                    err_msg=code)
+
+
+def test_norms_of_rows_and_columns():
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((300, 700))
+    for code in ("np.linalg.norm(a, axis=1)", "np.linalg.norm(a, axis=0)",
+                 "np.linalg.norm(a, None, -1, True)", "np.linalg.norm(a, keepdims=True)"):
+        for a in (x, x.astype(np.float32)):
+            ours, ref = chokepoint.fuse(code)(a=a), eval(code, {"np": np, "a": a})
+            assert ours.shape == ref.shape and ours.dtype == ref.dtype, code
+            eps = float(np.finfo(ref.dtype).eps)
+            np.testing.assert_allclose(ours, ref, rtol=64 * eps, err_msg=code)
 
 
 def test_a_row_softmax_and_layer_normalisation():

@@ -7,7 +7,7 @@ computed once). Each node's loop dtypes come from NumPy itself (``ufunc.resolve_
 Python scalar types for Python scalars), so type promotion is NEP 50's by construction.
 
 Reductions over all elements or one axis (``np.sum``, ``np.mean``, ``np.max``, ``np.min``,
-``np.prod``, ``np.any``, ``np.all``, ``np.linalg.norm`` of a vector, and the array methods of the
+``np.prod``, ``np.any``, ``np.all``, ``np.linalg.norm``'s 2-norm, and the array methods of the
 same names, ``keepdims`` too) add a ``"reduce"`` node of the dtype NumPy's reduction gives,
 usable by later elementwise work (``np.exp(x - x.max(axis=-1, keepdims=True))``). Anything
 else that is not elementwise raises :class:`FuseError` naming the operation and the line of the
@@ -248,18 +248,19 @@ Node.__divmod__ = lambda self, other: np.divmod(self, other)
 
 def _reduction_args(kind: str, args: tuple, kwargs: dict, where: str) -> tuple:
     """``(axis, keepdims)`` of a reduction's call; what fuse does not reduce yet (a tuple of
-    axes, a dtype, ``out=``, ``ord``...) is refused, named."""
+    axes, a dtype, ``out=``, a norm's ``ord``...) is refused, named."""
     name = "np.linalg.norm" if kind == "norm" else f"np.{kind}"
     kwargs = {k: v for k, v in kwargs.items() if v is not np._NoValue}
-    if args:  # NumPy's second positional argument is the axis, of every one of them
-        if "axis" in kwargs:
-            raise TypeError(f"{name} got the axis twice{where}")
-        kwargs["axis"], args = args[0], args[1:]
+    # the positional arguments fuse reads: norm(x, ord, axis, keepdims), the others' (x, axis)
+    positional = ("ord", "axis", "keepdims") if kind == "norm" else ("axis",)
+    for key, value in zip(positional, args, strict=False):
+        if key in kwargs:
+            raise TypeError(f"{name} got {key} twice{where}")
+        kwargs[key] = value
+    args = args[len(positional):]
     axis, keepdims = kwargs.pop("axis", None), kwargs.pop("keepdims", False)
     given = [*(repr(a) for a in args if a is not None),
              *(f"{k}={v!r}" for k, v in kwargs.items() if v is not None)]
-    if kind == "norm" and (axis is not None or keepdims):
-        given.append(f"axis={axis!r}, keepdims={keepdims!r}")
     if axis is not None and (isinstance(axis, bool) or not isinstance(axis, (int, np.integer))):
         given.append(f"axis={axis!r}")
     if given:
