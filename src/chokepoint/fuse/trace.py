@@ -191,27 +191,6 @@ class Node:
         return self.graph.reduce(kind, self, _reduction_args(kind, args, kwargs, where),
                                  where)
 
-    def sum(self, *args, **kwargs):
-        return self._reduce_method("sum", *args, **kwargs)
-
-    def mean(self, *args, **kwargs):
-        return self._reduce_method("mean", *args, **kwargs)
-
-    def max(self, *args, **kwargs):
-        return self._reduce_method("max", *args, **kwargs)
-
-    def min(self, *args, **kwargs):
-        return self._reduce_method("min", *args, **kwargs)
-
-    def prod(self, *args, **kwargs):
-        return self._reduce_method("prod", *args, **kwargs)
-
-    def any(self, *args, **kwargs):
-        return self._reduce_method("any", *args, **kwargs)
-
-    def all(self, *args, **kwargs):
-        return self._reduce_method("all", *args, **kwargs)
-
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
@@ -239,6 +218,9 @@ for _name, _ufunc in [("add", np.add), ("sub", np.subtract), ("mul", np.multiply
 for _name, _ufunc in [("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
                       ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal)]:
     setattr(Node, f"__{_name}__", _binary(_ufunc))
+for _name in REDUCTIONS:  # x.sum(), x.max(axis=1, keepdims=True), ...
+    setattr(Node, _name, lambda self, *args, _kind=_name, **kwargs:
+            self._reduce_method(_kind, *args, **kwargs))
 Node.__neg__ = lambda self: np.negative(self)
 Node.__pos__ = lambda self: np.positive(self)
 Node.__abs__ = lambda self: np.absolute(self)
