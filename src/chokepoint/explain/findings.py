@@ -196,7 +196,9 @@ def _split_out_rule(kind, ops, ledger, chosen) -> Cause:
 
 
 data_dependent_rule = _probe_rule("data-dependent", ("constant", "sorted", "subnormal"), 0.15)
-strided_rule = _probe_rule("strided-access", ("contiguous",))
+#: strided operands, and a reduction along a short axis (its elements far apart in memory
+#: from the next row's: the ``short-axis`` probe moves that axis first)
+strided_rule = _probe_rule("strided-access", ("contiguous", "short-axis"))
 single_threaded_rule = _probe_rule("single-threaded", ("threads",))
 
 

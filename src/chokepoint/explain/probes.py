@@ -60,7 +60,7 @@ class Probe:
     ----------
     name : str
         ``"out"``, ``"cache"``, ``"constant"``, ``"sorted"``, ``"subnormal"``,
-        ``"contiguous"``, ``"cast"``, ``"tiny"`` or ``"threads"``.
+        ``"contiguous"``, ``"cast"``, ``"tiny"``, ``"threads"`` or ``"short-axis"``.
     base, changed : Measurement
         The operation as traced, and with the change (per element for ``cache``/``tiny``),
         timed round-robin.
@@ -331,6 +331,9 @@ def probe_op(op: Op, settings: ProbeSettings, scratch: dict | None = None,
         if probe is not None:
             probe.into_out = buffer is not None
             probes.append(probe)
+    short = _try(_short_axis_probe, op, settings)  # its result has another shape: no out=
+    if short is not None:
+        probes.append(short)
     return base, probes
 
 
@@ -635,6 +638,66 @@ def _contiguous_probe(op: Op, settings: ProbeSettings,
     kwargs = {k: swap(v) for k, v in op.kwargs.items()}
     return _compared("contiguous", op, args, kwargs, buffer, settings,
                      f"{len(strided)} strided input(s) copied to contiguous memory first")
+
+
+#: reductions whose axis the ``short-axis`` probe moves (functions, methods; and any
+#: ``ufunc.reduce``)
+REDUCTIONS = frozenset({"sum", "mean", "max", "min", "amax", "amin", "prod", "any", "all",
+                        "std", "var", "argmax", "argmin", "ptp", "nansum", "nanmean", "nanmax",
+                        "nanmin", "nanprod", "norm"})
+#: a reduction along an axis this short or shorter ...
+SHORT_AXIS = 32
+#: ... over at least this many rows pays NumPy's inner-loop setup per row
+SHORT_AXIS_ROWS = 256
+
+
+def _reduced_axis(op: Op) -> tuple[int, bool] | None:
+    """The axis a reduction ``op`` reduces (normalised) and whether it was given by keyword;
+    None for another operation, all axes, or several."""
+    reduce = op.kind == "ufunc" and op.name.endswith(".reduce")
+    if not reduce and (op.kind not in ("function", "method")
+                       or op.name.split(".")[-1] not in REDUCTIONS):
+        return None
+    a = op.args[0] if op.args else None
+    if not isinstance(a, np.ndarray) or a.ndim < 2:
+        return None
+    by_keyword = "axis" in op.kwargs
+    # the axis is the second positional argument of each of them but norm's (ord, axis)
+    axis = op.kwargs["axis"] if by_keyword else (
+        op.args[1] if len(op.args) > 1 and op.name.split(".")[-1] != "norm" else
+        (0 if reduce else None))
+    if isinstance(axis, tuple) and len(axis) == 1:
+        axis = axis[0]
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        return None
+    return int(axis) % a.ndim, by_keyword
+
+
+def _short_axis_probe(op: Op, settings: ProbeSettings) -> Probe | None:
+    """A reduction along a short axis (rows of 2-32 elements: coordinates, a few features, a
+    k-means' distances) run on the same values with that axis first and contiguous, reduced
+    along it: NumPy then reduces whole rows with vector operations instead of setting up its
+    inner loop once per short row."""
+    found = _reduced_axis(op)
+    if found is None:
+        return None
+    axis, by_keyword = found
+    a = op.args[0]
+    length = a.shape[axis]
+    if not 2 <= length <= SHORT_AXIS or a.size // length < SHORT_AXIS_ROWS:
+        return None
+    if axis == 0 and a.flags.c_contiguous:
+        return None  # already that layout
+    moved = np.ascontiguousarray(np.moveaxis(a, axis, 0))
+    if by_keyword:
+        args, kwargs = (moved, *op.args[1:]), {**op.kwargs, "axis": 0}
+    else:
+        args, kwargs = (moved, 0, *op.args[2:]), op.kwargs
+    if kwargs.get("out") is not None:
+        return None
+    return _compared("short-axis", op, args, kwargs, None, settings,
+                     f"its axis of {length} first ({'x'.join(map(str, moved.shape))}, "
+                     "contiguous), reduced along it")
 
 
 def _cast_probe(op: Op, settings: ProbeSettings,

@@ -249,8 +249,14 @@ def _advice(cause, c: Context) -> str:
         return f"{order}; {values}" if sum(map(_weight, gathers)) >= others \
             else f"{values}; {order}"
     if kind == "strided-access":
-        return ("make the input contiguous once (np.ascontiguousarray) when it is used more "
-                "than once, or reorder the loop")
+        layout = ("make the input contiguous once (np.ascontiguousarray) when it is used more "
+                  "than once, or reorder the loop")
+        short = ("keep the short axis first (shape (d, n) instead of (n, d)), so NumPy reduces "
+                 "it over whole rows; or a matrix product (x @ np.ones(d) for a sum)")
+        probes = {f.get("probe") for f in cause.facts}
+        if probes == {"short-axis"}:
+            return short
+        return f"{layout}; {short}" if "short-axis" in probes else layout
     if kind == "dtype-conversion":
         return ("keep the data in the dtype it is used in (cast once, outside the hot loop)")
     if kind == "overhead":
