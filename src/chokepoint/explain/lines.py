@@ -1,12 +1,15 @@
 """Rewrites inside programs: a line of the user's code that is a ReLU-family operation in
-disguise, recognised by value, and proposed only when the kernel measured faster.
+disguise, or a count of a boolean array written as its sum, recognised by value, and proposed
+only when the rewrite measured faster.
 
 The tracer hands each line of the user's code to :func:`capture` when the line's first
 operation runs, with the frame's variables as they are then. Patterns are found in the line's
 syntax (``np.maximum(0, E)``, ``D * (H > 0)``, ``np.where(H > 0, D, 0)``, ``D[H <= 0] = 0``);
 each is then checked by value, as the statement-level rewrite is
 (:func:`chokepoint.explain.rewrite.find_rewrite`: the user's data, then the values where
-conventions differ), and timed against the code it replaces, side by side.
+conventions differ), and timed against the code it replaces, side by side. ``b.sum()`` and
+``np.sum(b)`` of a boolean ``b`` are ``np.count_nonzero(b)``: NumPy converts each element to an
+integer to add it, count_nonzero counts bytes.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class _Pattern:
     operands: dict[str, ast.expr]  # placeholder -> the user's expression
     in_place: str | None = None  # the target name of ``D[H <= 0] = 0``
     original: str = ""  # the user's code this pattern is
+    count: bool = False  # ``b.sum()`` of a boolean array: np.count_nonzero(b)
 
 
 @dataclass
@@ -65,10 +69,26 @@ def _compare_zero(node: ast.expr, ops: tuple[type, ...]) -> ast.expr | None:
     return None
 
 
+def _summed(node: ast.expr) -> ast.expr | None:
+    """``E`` of ``E.sum()`` or ``np.sum(E)`` (over all elements, no other argument)."""
+    if not isinstance(node, ast.Call) or node.keywords:
+        return None
+    if isinstance(node.func, ast.Attribute) and node.func.attr == "sum" and not node.args \
+            and not _is_np(node.func, "sum"):
+        return node.func.value
+    if _is_np(node.func, "sum") and len(node.args) == 1:
+        return node.args[0]
+    return None
+
+
 def _patterns(tree: ast.AST) -> list[_Pattern]:
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _is_np(node.func, "maximum") and len(node.args) == 2 \
+        if (summed := _summed(node)) is not None:
+            # NumPy sums booleans by converting each to an integer; count_nonzero counts them
+            found.append(_Pattern("b.sum()", {"b": summed}, original=ast.unparse(node),
+                                  count=True))
+        elif isinstance(node, ast.Call) and _is_np(node.func, "maximum") and len(node.args) == 2 \
                 and not node.keywords:
             a, b = node.args
             operand = b if _is_zero(a) else a if _is_zero(b) else None
@@ -138,7 +158,32 @@ def _kernel_text(text: str, operands: dict[str, str], in_place: str | None) -> s
     return ast.unparse(call)
 
 
+def _check_count(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    """``b.sum()`` of a boolean array against ``np.count_nonzero(b)``: the same count."""
+    try:
+        expression = ast.fix_missing_locations(ast.Expression(p.operands["b"]))
+        b = eval(compile(expression, "<pattern>", "eval"), capture_.env)
+    except Exception:  # the user's code cannot be re-run here: skip it
+        return None
+    if not isinstance(b, np.ndarray) or b.dtype != np.bool_ or b.size == 0:
+        return None
+    if int(b.sum()) != np.count_nonzero(b):
+        return None
+    before, after = measure_interleaved([b.sum, lambda: np.count_nonzero(b)],
+                                        min_time=min_time, repeats=5)
+    if after.median * FASTER > before.median:
+        return None
+    return {"source": f"{capture_.filename}:{capture_.line}", "code": capture_.code,
+            "replaces": p.original,
+            "statement": f"np.count_nonzero({ast.unparse(p.operands['b'])})",
+            "original_s": before.median, "measured_s": after.median,
+            "speedup": before.median / after.median,
+            "note": "a Python int, where the sum gave a NumPy integer", "values": "same values"}
+
+
 def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    if p.count:
+        return _check_count(capture_, p, min_time)
     values = {}
     for name, node in p.operands.items():
         try:
