@@ -255,8 +255,8 @@ class Recorder:
         self.lines: dict[tuple[str, int], LineStat] = {}
         self._maps: dict[str, SourceMap] = {}
         self._user: dict[object, bool] = {}
-        self._stack: list[list] = []  # [frame, LineStat | None, raw line, t0, pending capture,
-        #  (ns, peak) at a first execution's start]
+        self._stack: list[list] = []  # entries made by _entry
+        self._code_lines: dict[object, dict[int, LineStat]] = {}
         self._previous = None
         self.wall_ns = 0
         self._t0 = 0
@@ -303,6 +303,30 @@ class Recorder:
                 costs.append(max(0.0, extra / max(sum(s.library_calls for s in stats), 1)))
         return min(costs)
 
+    def _entry(self, frame) -> list:
+        """A stack entry for a user frame: [frame, LineStat | None, raw line, t0, pending
+        capture, (ns, peak) at a first execution's start, its code's line -> LineStat cache,
+        whether it is a comprehension's frame]."""
+        code = frame.f_code
+        by_line = self._code_lines.get(code)
+        if by_line is None:
+            by_line = self._code_lines[code] = {}
+        return [frame, None, -1, 0, None, None, by_line, code.co_name in COMPREHENSIONS]
+
+    def _stat_at(self, filename: str, lineno: int) -> LineStat:
+        """The statement holding line ``lineno`` of ``filename`` (made on its first event)."""
+        smap = self._maps.get(filename)
+        if smap is None:
+            smap = self._maps[filename] = SourceMap(filename)
+        first = smap.line_to_first.get(lineno, lineno)
+        key = (filename, first)
+        stat = self.lines.get(key)
+        if stat is None:
+            statement = smap.statements.get(first) or Statement(
+                filename, first, first, "", (), linecache.getline(filename, first).strip())
+            stat = self.lines[key] = LineStat(statement)
+        return stat
+
     def _global(self, frame, event, arg):
         if event != "call":
             return None
@@ -320,45 +344,43 @@ class Recorder:
             if top[1] is not None:
                 top[1].ns += now - top[3]
                 top[1].events += 1
-        stack.append([frame, None, -1, 0, None, None])
-        stack[-1][3] = time.perf_counter_ns()
+        entry = self._entry(frame)
+        stack.append(entry)
+        entry[3] = time.perf_counter_ns()
         return self._local
 
-    def _local(self, frame, event, arg):
-        now = time.perf_counter_ns()
+    def _local(self, frame, event, arg, _clock=time.perf_counter_ns):
+        # the hot path of the recording (one call per line executed): kept to local lookups
+        now = _clock()
         stack = self._stack
-        if not stack or stack[-1][0] is not frame:
-            return self._local  # a frame resumed out of order (a generator closed late)
+        if not stack:
+            return self._local
         top = stack[-1]
+        if top[0] is not frame:
+            return self._local  # a frame resumed out of order (a generator closed late)
         stat = top[1]
         if stat is not None:
             stat.ns += now - top[3]
         if event == "line":
-            lineno = frame.f_lineno
-            smap = self._maps.get(frame.f_code.co_filename)
-            if smap is None:
-                smap = self._maps[frame.f_code.co_filename] = SourceMap(frame.f_code.co_filename)
-            first = smap.line_to_first.get(lineno, lineno)
             if stat is not None:
                 stat.events += 1  # this call of the hook began in the previous line's time
-            if stat is None or stat.statement.line != first or lineno == top[2]:
-                self._finish(top)
-                key = (frame.f_code.co_filename, first)
-                stat = self.lines.get(key)
-                if stat is None:
-                    statement = smap.statements.get(first) or Statement(
-                        key[0], first, first, "", (), linecache.getline(key[0], first).strip())
-                    stat = self.lines[key] = LineStat(statement)
-                top[1] = stat
+            lineno = frame.f_lineno
+            new = top[6].get(lineno)
+            if new is None:
+                new = top[6][lineno] = self._stat_at(frame.f_code.co_filename, lineno)
+            if new is not stat or lineno == top[2]:
+                if top[4] is not None or top[5] is not None:
+                    self._finish(top)
+                top[1] = new
                 # a comprehension's frame runs its statement's loop: its lines are time of the
                 # statement, which began once in the enclosing frame (counted as a hit there,
                 # each iteration a hit, its bytes counted 20,000 times)
-                if frame.f_code.co_name not in COMPREHENSIONS:
-                    stat.hits += 1
-                    if stat.hits == 1:
-                        top[5] = (stat.ns, _peak())
-                    if stat.state in (0, 2):
-                        top[4] = self._capture(frame, stat)
+                if not top[7]:
+                    new.hits += 1
+                    if new.hits == 1:
+                        top[5] = (new.ns, _peak())
+                    if new.state == 0 or new.state == 2:
+                        top[4] = self._capture(frame, new)
             top[2] = lineno
         elif event == "return":
             if stat is not None:
@@ -366,9 +388,9 @@ class Recorder:
             self._finish(top)
             stack.pop()
             if stack:
-                stack[-1][3] = time.perf_counter_ns()
+                stack[-1][3] = _clock()
             return self._local
-        top[3] = time.perf_counter_ns()
+        top[3] = _clock()
         return self._local
 
     # -- captures -------------------------------------------------------------------------------
@@ -452,7 +474,9 @@ class Recorder:
         """Trace an already running frame from its next line (a ``with profile():`` block)."""
         if not self._is_user(frame.f_code):
             return
-        self._stack.append([frame, None, -1, time.perf_counter_ns(), None, None])
+        entry = self._entry(frame)
+        entry[3] = time.perf_counter_ns()
+        self._stack.append(entry)
         frame.f_trace = self._local
 
     def stop(self) -> None:
