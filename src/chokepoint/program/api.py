@@ -22,7 +22,7 @@ from ..measure.roofline import Roofline, cache_path, roofline
 from ..measure.statements import preserved_rng
 from .analyse import LineAnalysis, analyse_line
 from .record import LineStat, Recorder, user_file
-from .replay import ReplayError, release_heap
+from .replay import ReplayError, grown_name, release_heap
 
 __all__ = ["LITTLE", "SCHEMA", "ProgramReport", "analyse_program", "profile", "run_program"]
 
@@ -147,6 +147,7 @@ def _row(stat: LineStat, wall_s: float) -> dict:
             "analysed": False, "modelled": True, "why_not": None, "causes": [],
             "ruled_out": [], "notes": [],
             "loop": f"{_display(st.filename)}:{st.loop}" if st.loop else None,
+            "grows": grown_name(st.code) if stat.hits > 1 and st.code else None,
             "_stat": stat}
 
 

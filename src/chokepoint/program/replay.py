@@ -33,8 +33,8 @@ import numpy as np
 from ..measure import statements as _statements
 from .record import LineStat, user_file
 
-__all__ = ["Replay", "ReplayError", "prepare", "reused_memory", "run_once",
-           "side_effect", "timed_under"]
+__all__ = ["GROWERS", "Replay", "ReplayError", "grown_name", "is_simple_name_assign", "prepare",
+           "reused_memory", "run_once", "side_effect", "timed_under"]
 
 
 class ReplayError(RuntimeError):
@@ -424,3 +424,28 @@ def is_simple_name_assign(tree: ast.Module) -> str | None:
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             return node.targets[0].id
     return None
+
+
+#: NumPy functions that return a new array holding their arguments end to end
+GROWERS = frozenset({"concatenate", "hstack", "vstack", "dstack", "column_stack", "row_stack",
+                     "append"})
+
+
+def grown_name(code: str) -> str | None:
+    """``x`` of ``x = np.concatenate([x, y])`` (``np.hstack``, ``np.append``... of ``x``): an
+    array grown by copying all of it into a new one (None otherwise)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    name = is_simple_name_assign(tree)
+    if name is None:
+        return None
+    call = tree.body[0].value
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+            and call.func.attr in GROWERS and isinstance(call.func.value, ast.Name)
+            and call.func.value.id in ("np", "numpy")):
+        return None
+    read = {n.id for arg in call.args for n in ast.walk(arg)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return name if name in read else None

@@ -13,7 +13,8 @@ from .html import figure_html, page
 from .text import terminal_width
 from .words import visible
 
-__all__ = ["cause_evidence", "cause_suggestion", "json_ready", "program_html", "program_text"]
+__all__ = ["cause_evidence", "cause_suggestion", "grows_advice", "json_ready", "program_html",
+           "program_text"]
 
 #: lines shown in the text report's table (the rest collapsed into one row)
 SHOWN_LINES = 12
@@ -114,6 +115,14 @@ def cause_suggestion(cause: dict, line: dict) -> str:
     return ""
 
 
+def grows_advice(line: dict) -> str:
+    """What to do about an array grown by concatenation (``x = np.hstack([x, y])``)."""
+    name = line["grows"]
+    return (f"{name} is copied whole into a new array on each of its {_runs(line['hits'])}, "
+            f"to add a part: allocate {name} once at its final size (np.empty) and write "
+            "each part into its slice")
+
+
 def _floor(line: dict) -> str:
     if not line.get("analysed"):
         return "-"
@@ -175,6 +184,8 @@ def _headline_lines(r) -> list[str]:
             out += [CODE_INDENT + visible(code) for code in rw["code"].splitlines()]
         else:
             out.append(f"  rewrite: {rw['code']} -- {said}")
+    elif top.get("grows"):
+        out.append(f"  -> {grows_advice(top)}")
     elif top["cause"] and (advice := cause_suggestion(top["causes"][0], top)):
         out.append(f"  -> {advice}")
     if top["why_not"]:
