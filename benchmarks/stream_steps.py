@@ -2,7 +2,7 @@
 
 Until the eleventh session the streaming variant of a select-only map (relu, leaky_relu,
 hardtanh, relu_grad, the backwards) computed 8 results per iteration as 8 scalar lanes, packed
-for 16-byte non-temporal stores (``engine_numba._stream8``). LLVM kept those lanes scalar: a
+for 16-byte non-temporal stores (``engine_numba.stream8``). LLVM kept those lanes scalar: a
 ``vcmpltss`` and a ``vblendvps`` per element. Now each iteration is one vector step of 16 lanes
 built from the op's expression (``engine_numba._vector_step``), which also streams 1-byte
 results (relu_grad's uint8 and bool).
@@ -29,7 +29,7 @@ from chokepoint.kernels import engine_numba as en
 from chokepoint.kernels.ops import OPS
 from chokepoint.measure.roofline import bandwidth_kernels
 
-# the streaming template before the vector step: 8 scalar lanes and _stream8
+# the streaming template before the vector step: 8 scalar lanes and stream8
 _OLD = """
 def {fname}({arrays}, out, {params}):
     for j in prange(out.shape[0] // 8):
@@ -49,7 +49,7 @@ def old_kernel(name: str):
     op = OPS[name]
     lanes = "\n".join(_LANE[op.arity].format(k=k, expr=op.expr) for k in range(8))
     fname = f"_old_{name}"
-    namespace = {"np": np, "prange": numba.prange, "stream8": en._stream8,
+    namespace = {"np": np, "prange": numba.prange, "stream8": en.stream8,
                  **en._NAMESPACE}
     exec(_OLD.format(fname=fname, arrays=_ARRAYS[op.arity], params=", ".join(op.params),
                      lanes=lanes), namespace)

@@ -82,7 +82,7 @@ def test_second_process_loads_kernels_from_the_cache(tmp_path, backend):
 
 
 def test_a_chunked_parallel_kernel_loads_from_the_cache(tmp_path, backend):
-    # GELU's parallel kernel calls its serial one through an intrinsic (_noinline): both must
+    # GELU's parallel kernel calls its serial one through an intrinsic (noinline): both must
     # come from the disk cache in a second process, not be compiled again
     if backend != "numba":
         pytest.skip("the compile cache belongs to the numba engine")

@@ -273,7 +273,7 @@ def _compute(p, leaves, weak, result, fortran, values: dict) -> None:
         flat = {n: v.reshape(-1) if isinstance(v, np.ndarray) and v.ndim else v
                 for n, v in values.items()}
         threads = 1 if (result.size < blocks.PARALLEL_MIN
-                        or engine_numba._serial_only) else numba.get_num_threads()
+                        or engine_numba.serial_only) else numba.get_num_threads()
         blocks.evaluate(p.result, flat, result.reshape(-1), threads)
         return
     if _plain(leaves, result):  # the common call: one flat loop over every operand
@@ -347,7 +347,7 @@ def _reduce(p: codegen.Plan, leaves: list, weak: list, shape: tuple, values: dic
     leaves_per_row = -(-n // codegen.REDUCE_LEAF)
     partials = np.empty((rows, leaves_per_row), codegen.key_dtype(p) or codegen.accumulator(p))
     size = rows * n
-    if size < engine_numba.PARALLEL_MIN or engine_numba._serial_only:
+    if size < engine_numba.PARALLEL_MIN or engine_numba.serial_only:
         _run_reduce(p, masks, "serial", n, rows, partials, flat, weak)
     else:
         dtypes = (partials.dtype.char, *(a.dtype for a in leaves if a.ndim))
@@ -521,7 +521,7 @@ def _launch(p, masks, out, operands, weak, extra: tuple = (), size: int | None =
     parallel or streaming as the chooser decides; ``extra``: the row path's dimensions and
     strides (see :func:`_launch_rows`)."""
     n = out.size if size is None else size
-    if n < engine_numba.PARALLEL_MIN or engine_numba._serial_only:
+    if n < engine_numba.PARALLEL_MIN or engine_numba.serial_only:
         _run_kernel(p, masks, "serial", out, operands, weak, extra)
         return
     # streaming only where the kernels stream (the tuning measured it faster) and only
@@ -530,8 +530,7 @@ def _launch(p, masks, out, operands, weak, extra: tuple = (), size: int | None =
     # measure it against the parallel loop: LLVM leaves some lanes scalar (sqrt: 13.4 ms
     # against 6.9 for 'np.sqrt(a**2 + b**2)' on 1e7 float64), others gain (a + b * c).
     stream = (not extra and out.ndim == 1 and not p.transcendental
-              and engine_numba._stream_maps
-              and engine_numba._streamable(out, operands, operands))
+              and engine_numba.streams_into(out, operands))
     wide, others = ("stream", ("parallel", "serial")) if stream else ("parallel", ("serial",))
     # serial when the calls measured it faster (a busy core): the kernels' own chooser;
     # a plan lives as long as its Fused (cached per trace)
@@ -553,7 +552,7 @@ def _chosen(key: tuple, n: int, wide: str, others: tuple, dtypes: tuple) -> Iter
     """The variant the kernels' chooser decides for a call of ``n`` elements, under the
     launch lock (the chooser's state; one parallel kernel at a time); the call is timed and
     recorded where the chooser asks for it."""
-    with engine_numba._launch_lock:
+    with engine_numba.launch_lock:
         mode, timed = engine_numba.chooser.decide(key, n, wide, others)
         start = time.perf_counter() if timed else 0.0
         yield mode

@@ -181,7 +181,7 @@ _NAMESPACE = {
     "leaf_min64": _leaf_min64,
     "leaf_max32": _leaf_max32,
     "leaf_min32": _leaf_min32,
-    "stream8": engine_numba._stream8,
+    "stream8": engine_numba.stream8,
 }
 
 
@@ -634,7 +634,7 @@ def kernel(p: Plan, masks: tuple, mode: str, exact: bool = False,
                 namespace = dict(_NAMESPACE)
                 if serial is not None:  # made first: the lock is not reentrant
                     arity = (5 if reduce else 5 + sum(any(m[:-1]) for m in masks))
-                    namespace["serial"] = engine_numba._noinline(
+                    namespace["serial"] = engine_numba.noinline(
                         serial, arity + len(p.leaves) + len(p.weak))
                 exec(compile(text, __file__, "exec"), namespace)
                 found = jit.njit(namespace[fname], parallel=mode != "serial", nogil=True,

@@ -55,12 +55,18 @@ __all__ = [
     "has_stream_variant",
     "kernel_for",
     "launch",
+    "launch_lock",
     "mask_backward",
     "mask_forward",
     "native_kernel",
+    "noinline",
     "plan",
+    "serial_only",
+    "stream8",
     "stream_step",
+    "streamable",
     "streams",
+    "streams_into",
     "unary",
 ]
 
@@ -98,7 +104,7 @@ _ARRAYS = {1: "x", 2: "grad, x"}
 
 # The parallel variant of a compute-bound map (exp, erf, ...: not the select-only ops): each
 # thread runs the serial kernel on chunks of CHUNK elements, called without inlining (see
-# _noinline). Inlined into numba's parallel loop, the same expression compiled to 102
+# noinline). Inlined into numba's parallel loop, the same expression compiled to 102
 # instructions per 8 float32 GELUs instead of the serial loop's 58: there LLVM reloaded and
 # re-broadcast its ~25 constants every iteration (an absolute address, then a broadcast),
 # where the serial loop keeps them in registers or stack slots. GELU float32 on 2 threads:
@@ -160,7 +166,7 @@ def {fname}(x, y, bits, zero):
 # of 1-byte results too (relu_grad's uint8 and bool). They cover the first 16 * (n // 16)
 # elements; the serial kernel finishes the tail. Indices are unsigned: a signed index makes
 # numba emit a negative-index wraparound per access (relu_backward: 24 -> 19.7 ms).
-# 8 scalar lanes per iteration and _stream8, which came before, stayed scalar code: on 3e7
+# 8 scalar lanes per iteration and stream8, which came before, stayed scalar code: on 3e7
 # float32, leaky_relu and hardtanh streamed at 35-39 GB/s where relu, its lanes a vmaxss
 # each, reached 55 (AMD EPYC); relu_grad's 1-byte results did not stream at all (one 8-byte
 # movnti per 8 results ran 2x slower than the plain parallel kernel).
@@ -278,7 +284,7 @@ def _compare(builder, dtype, op: str, a, b, nan_passes: bool = False):
 
 def _store8(builder, values, dst, element, size: int, nontemporal: bool) -> None:
     """Store the vector ``values`` (8 lanes, or 16) at ``dst``: one store, or with
-    ``nontemporal`` 16-byte non-temporal stores, as :func:`_stream8`'s (8 lanes of 1-byte
+    ``nontemporal`` 16-byte non-temporal stores, as :func:`stream8`'s (8 lanes of 1-byte
     elements: 8 bytes, one plain store)."""
     lanes = values.type.count
     vector = ir.VectorType(element, lanes)
@@ -445,7 +451,7 @@ def _select8_stream(typingctx, grad, byte, out, index, zero):
 
 
 @intrinsic
-def _stream8(typingctx, arr, index, v0, v1, v2, v3, v4, v5, v6, v7):
+def stream8(typingctx, arr, index, v0, v1, v2, v3, v4, v5, v6, v7):
     """Store v0..v7 at arr[index:index + 8] with 16-byte non-temporal stores.
 
     16-byte stores need only 16-byte alignment, which NumPy's allocator gives every array;
@@ -476,7 +482,7 @@ def _stream8(typingctx, arr, index, v0, v1, v2, v3, v4, v5, v6, v7):
     return types.void(arr, index, *([arr.dtype] * 8)), codegen
 
 
-def _noinline(dispatcher, arity: int):
+def noinline(dispatcher, arity: int):
     """An intrinsic that calls ``dispatcher`` (a jitted function) with its ``arity``
     arguments, and that LLVM may not inline: the call instruction carries ``noinline``, so the
     callee keeps the code it was compiled to on its own (see :data:`_MAP_CHUNKED`)."""
@@ -504,7 +510,7 @@ _NAMESPACE = {
     "__name__": __name__,  # numba's cache rebuilds a kernel's globals by importing this module
     "np": np,
     "prange": numba.prange,
-    "stream8": _stream8,
+    "stream8": stream8,
     "select8": _select8,
     "relu8": _relu8,
     "relu8_at_zero": _relu8_at_zero,
@@ -517,8 +523,12 @@ _kernels: dict[tuple[str, str], Callable] = {}
 #: serial or parallel per kernel and size class, from the calls' own times
 chooser = Chooser()
 _compile_lock = threading.Lock()
-_launch_lock = threading.Lock()
-_serial_only = False
+#: held by every parallel launch, here and in fuse (numba's workqueue layer aborts when two
+#: threads launch at once; see the module notes); replaced in a forked child
+launch_lock = threading.Lock()
+#: True in a forked child that cannot start parallel kernels: every kernel, fuse's too, runs
+#: its serial variant there (see :func:`_after_fork_in_child`)
+serial_only = False
 #: Whether parallel kernels may run without the launch lock: True once a parallel launch
 #: showed a thread-safe threading layer (omp or tbb; numba's workqueue is not), and never in
 #: a child that cannot start parallel kernels (see :func:`_after_fork_in_child`).
@@ -589,7 +599,7 @@ def _kernel(name: str, mode: str) -> Callable:
                 namespace = dict(_NAMESPACE)
                 if chunked:
                     op = OPS[name]
-                    namespace["serial"] = _noinline(serial, op.arity + 1 + len(op.params))
+                    namespace["serial"] = noinline(serial, op.arity + 1 + len(op.params))
                 if body is not None:
                     namespace["body"] = body
                 if mode == "stream" and name in OPS:
@@ -646,13 +656,20 @@ def can_stream(name: str, inputs: tuple, out: np.ndarray | None, out_dtype=None)
     else:
         apart = ()
     if out is not None:
-        return _streamable(out, inputs, apart, _stream_sizes(name))
+        return streamable(out, inputs, apart, _stream_sizes(name))
     itemsize = np.dtype(out_dtype).itemsize  # a new array: NumPy aligns it
     return (itemsize in _stream_sizes(name)
             and sum(a.nbytes for a in inputs) + inputs[0].size * itemsize >= STREAM_MIN_BYTES)
 
 
-def _streamable(out: np.ndarray, inputs, apart, sizes: tuple = (4, 8)) -> bool:
+def streams_into(out: np.ndarray, operands) -> bool:
+    """Whether another kernel's flat elementwise call (fuse's) may write ``out`` with
+    non-temporal stores: the tuning found streaming the maps faster on this machine, and
+    ``out`` is :func:`streamable` apart from its ``operands``."""
+    return _stream_maps and streamable(out, operands, operands)
+
+
+def streamable(out: np.ndarray, inputs, apart, sizes: tuple = (4, 8)) -> bool:
     """Whether ``out`` can take non-temporal stores: its itemsize one of ``sizes``, 16-byte
     aligned, sharing no memory with the arrays in ``apart``, and with the arrays in
     ``inputs`` at least :data:`STREAM_MIN_BYTES` (see :func:`can_stream`)."""
@@ -745,10 +762,10 @@ def launch(name: str, out: np.ndarray, *args) -> None:
     n = out.shape[0]
     if n == 0:
         return
-    if n < PARALLEL_MIN or _serial_only:
+    if n < PARALLEL_MIN or serial_only:
         _kernel(name, "serial")(*args)
         return
-    with _launch_lock:
+    with launch_lock:
         # serial, parallel or streaming from what the calls took on this machine, now (a busy
         # core makes a parallel call wait for a time slice): see .adaptive and candidates
         stream = can_stream(name, _inputs(name, args), out)
@@ -767,7 +784,7 @@ def launch(name: str, out: np.ndarray, *args) -> None:
         else:
             _kernel(name, mode)(*args)
         seconds = time.perf_counter() - start
-        if not lock_free and mode != "serial" and not _serial_only:
+        if not lock_free and mode != "serial" and not serial_only:
             _learn_layer()
         if timed:  # the first input's dtype and the output's name the compiled signature
             chooser.record(key, n, mode, seconds, (args[0].dtype.char, out.dtype.char))
@@ -914,15 +931,15 @@ apply_tuning(_tuning.current())  # this machine's measured choices, or the defau
 
 
 def _after_fork_in_child() -> None:
-    global _compile_lock, _launch_lock, _serial_only, lock_free
-    _launch_lock = threading.Lock()  # the parent may have held it at the fork
+    global _compile_lock, launch_lock, serial_only, lock_free
+    launch_lock = threading.Lock()  # the parent may have held it at the fork
     _compile_lock = threading.Lock()  # held by another thread making a kernel
     try:
         layer = numba.threading_layer()
     except ValueError:  # no parallel kernel ran in the parent: the child may start any layer
         return
     if layer == "omp":
-        _serial_only = True
+        serial_only = True
         lock_free = False  # the fast path's calls go back through launch (serial)
         chooser.expire()
 
