@@ -41,7 +41,7 @@ from . import adaptive, engine_numpy, pool
 from .backend import engine
 from .dispatch import dispatched
 from .layout import allocation_order, flat_operands, may_share
-from .mask import PackedMask
+from .mask import PackedMask, filled_mask
 from .native import MAP1, MAP2, MASK_BACKWARD, MASK_FORWARD, Lane
 from .ops import OPS
 from .registry import KERNELS, NAMES, Kernel
@@ -890,5 +890,5 @@ def relu_with_mask(x, *, at_zero: int = 0, out=None) -> tuple[np.ndarray, Packed
                 if y is not None:
                     _numba().mask_forward(x.ravel(), y.ravel(), bits, _ZERO[x.dtype], at_zero)
             if y is not None:
-                return y, PackedMask._made(bits, x.shape, at_zero)
+                return y, filled_mask(bits, x.shape, at_zero)
     return _relu_with_mask_general(x, at_zero=at_zero, out=out)

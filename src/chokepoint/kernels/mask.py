@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-__all__ = ["PackedMask"]
+__all__ = ["PackedMask", "filled_mask"]
 
 
 def _module(bits):
@@ -60,20 +60,6 @@ class PackedMask:
         object.__setattr__(self, "_bits", bits)
         object.__setattr__(self, "_shape", shape)
         object.__setattr__(self, "_at_zero", int(at_zero))
-
-    @classmethod
-    def _made(cls, bits: np.ndarray, shape: tuple[int, ...], at_zero: int) -> PackedMask:
-        """A mask over ``bits`` that a kernel has just filled: a new C-contiguous uint8 array
-        of the right size that nobody else holds, ``shape`` a tuple of ints, ``at_zero`` 0 or
-        1 (the fast path's ``relu_with_mask``; the checks and the view of the constructor
-        cost 4 us, as much as the rest of a call on 1000 elements; the slots are set through
-        their descriptors, and ``setflags``: 1.1 -> 0.6 us)."""
-        bits.setflags(write=False)
-        mask = object.__new__(cls)
-        _SET_BITS(mask, bits)
-        _SET_SHAPE(mask, shape)
-        _SET_AT_ZERO(mask, at_zero)
-        return mask
 
     def __setattr__(self, name, value):
         raise AttributeError(f"PackedMask is immutable; cannot set {name!r}")
@@ -152,7 +138,21 @@ class PackedMask:
         return f"PackedMask(shape={self.shape}, nbytes={self.nbytes}, at_zero={self.at_zero})"
 
 
-# the slots' own setters (PackedMask.__setattr__ refuses every name): for PackedMask._made
+# the slots' own setters (PackedMask.__setattr__ refuses every name): for filled_mask
 _SET_BITS = PackedMask._bits.__set__
 _SET_SHAPE = PackedMask._shape.__set__
 _SET_AT_ZERO = PackedMask._at_zero.__set__
+
+
+def filled_mask(bits: np.ndarray, shape: tuple[int, ...], at_zero: int) -> PackedMask:
+    """A mask over ``bits`` that a kernel has just filled: a new C-contiguous uint8 array
+    of the right size that nobody else holds, ``shape`` a tuple of ints, ``at_zero`` 0 or
+    1 (the fast path's ``relu_with_mask``; the checks and the view of the constructor
+    cost 4 us, as much as the rest of a call on 1000 elements; the slots are set through
+    their descriptors, and ``setflags``: 1.1 -> 0.6 us)."""
+    bits.setflags(write=False)
+    mask = object.__new__(PackedMask)
+    _SET_BITS(mask, bits)
+    _SET_SHAPE(mask, shape)
+    _SET_AT_ZERO(mask, at_zero)
+    return mask
