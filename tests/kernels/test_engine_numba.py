@@ -427,7 +427,7 @@ import os, threading, time
 from chokepoint.kernels import native
 started = threading.Event()
 def build():  # stands for a C build: it holds the build's lock while its compiler runs
-    with native._lock:
+    with native.build_lock:
         started.set()
         time.sleep(0.5)
 worker = threading.Thread(target=build)
@@ -436,7 +436,7 @@ started.wait()
 begin = time.monotonic()
 pid = os.fork()
 if pid == 0:
-    os._exit(0 if not native._lock.locked() else 3)  # a fresh, free lock in the child
+    os._exit(0 if not native.build_lock.locked() else 3)  # a fresh, free lock in the child
 waited = time.monotonic() - begin
 print("waited", round(waited, 2), "child", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 worker.join()

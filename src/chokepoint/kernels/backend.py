@@ -16,7 +16,7 @@ from types import ModuleType
 
 from . import engine_numpy
 
-__all__ = ["BACKENDS", "get_backend", "set_backend"]
+__all__ = ["BACKENDS", "engine_lock", "get_backend", "scoped_engine", "set_backend"]
 
 BACKENDS = ("numba", "numpy")
 
@@ -41,11 +41,12 @@ def _initial() -> ModuleType:
         return engine_numpy
 
 
-# The process default (what plain ``set_backend(name)`` changes), and the engine a
-# ``with set_backend(name):`` block chose for its own thread or task (None: the default).
-_context: contextvars.ContextVar[ModuleType | None] = contextvars.ContextVar(
+#: The engine a ``with set_backend(name):`` block chose for its own thread or task (None: the
+#: process default, which plain ``set_backend(name)`` changes); the C path reads it too.
+scoped_engine: contextvars.ContextVar[ModuleType | None] = contextvars.ContextVar(
     "chokepoint_backend", default=None)
-_lock = threading.Lock()
+#: guards the initial engine's load and the set_backend changes; held over a fork (.forks)
+engine_lock = threading.Lock()
 _initial_engine: ModuleType | None = None
 # set_backend objects not yet entered, oldest first, with the engine each chose; the process
 # default is the newest one's (a plain call is one that is never entered). See set_backend.
@@ -58,7 +59,7 @@ def _default() -> ModuleType:
     if default is not None:
         return default
     global _initial_engine
-    with _lock:
+    with engine_lock:
         if _default_engine is not None:
             return _default_engine
         if _initial_engine is None:
@@ -68,7 +69,7 @@ def _default() -> ModuleType:
 
 
 def _update_default() -> None:
-    """Recompute the process default after ``_changes`` changed (hold ``_lock``)."""
+    """Recompute the process default after ``_changes`` changed (hold ``engine_lock``)."""
     global _default_engine
     _default_engine = _changes[-1][1] if _changes else _initial_engine
 
@@ -79,7 +80,7 @@ def engine() -> ModuleType:
     The one a ``with set_backend(...):`` block of this thread (or asyncio task) chose, else the
     process default.
     """
-    chosen = _context.get()
+    chosen = scoped_engine.get()
     return chosen if chosen is not None else _default()
 
 
@@ -119,7 +120,7 @@ class set_backend:
         new = _load(name)
         self._engine = new
         self._tokens: list[contextvars.Token] = []  # one per __enter__ not yet exited
-        with _lock:
+        with engine_lock:
             # entries before the newest one of a dead, never-entered object (a plain call, for
             # good) can never be the default again
             for i in range(len(_changes) - 1, -1, -1):
@@ -130,14 +131,14 @@ class set_backend:
             _update_default()
 
     def __enter__(self) -> set_backend:
-        with _lock:
+        with engine_lock:
             # a context manager after all: undo the process-wide change, keep it local
             for i, (ref, _) in enumerate(_changes):
                 if ref() is self:
                     del _changes[i]
                     break
             _update_default()
-        self._tokens.append(_context.set(self._engine))
+        self._tokens.append(scoped_engine.set(self._engine))
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -145,7 +146,7 @@ class set_backend:
             return
         token = self._tokens.pop()
         try:
-            _context.reset(token)
+            scoped_engine.reset(token)
         except ValueError:  # exited in another context than it entered (a generator moved)
-            _context.set(token.old_value if token.old_value is not contextvars.Token.MISSING
+            scoped_engine.set(token.old_value if token.old_value is not contextvars.Token.MISSING
                          else None)

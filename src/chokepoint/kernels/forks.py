@@ -28,17 +28,17 @@ _held: list = []  # the C build's lock taken before a fork (the child replaces t
 
 def _before_fork() -> None:
     """Wait for another thread's C build, engine load and compile; hold them over the fork."""
-    build = native._lock
+    build = native.build_lock
     build.acquire()  # first: a build loads the engine and compiles while holding it
     _held.append(build)
-    backend._lock.acquire()  # a thread loading the engine may compile while holding it
+    backend.engine_lock.acquire()  # a thread loading the engine may compile while holding it
     global_compiler_lock.acquire()  # an RLock: the forking thread may be compiling itself
 
 
 def _after_fork() -> None:
     """In the parent and in the child: give back what :func:`_before_fork` took."""
     global_compiler_lock.release()
-    backend._lock.release()
+    backend.engine_lock.release()
     _held.pop().release()
 
 

@@ -47,7 +47,7 @@ import numpy as np
 from ..cachefile import locked, write_atomic
 
 __all__ = ["MAP1", "MAP2", "MASK_BACKWARD", "MASK_FORWARD", "STALE_BUILD_SECONDS", "STEP_TIMEOUT",
-           "Lane", "disabled", "fingerprint", "intact", "load", "status"]
+           "Lane", "build_lock", "disabled", "fingerprint", "intact", "load", "status"]
 
 #: a Native's kinds: its arguments (see _native.c)
 MAP1, MAP2, MASK_FORWARD, MASK_BACKWARD = 0, 1, 2, 3
@@ -57,15 +57,16 @@ STEP_TIMEOUT = 120
 #: a build directory older than this was left by a build that was killed (SIGTERM during the
 #: build, before its temporary directory could be removed): removed by the next process
 STALE_BUILD_SECONDS = 2 * STEP_TIMEOUT + 60
-_lock = threading.Lock()
+#: held while the C extension is built and loaded; held over a fork (.forks), new in the child
+build_lock = threading.Lock()
 #: held while a Lane fills its table (compiling cfuncs): one for all lanes, reset after a fork
 #: (a child forked while another thread held it would wait for it for ever)
 _lane_lock = threading.RLock()
 
 
 def _after_fork_in_child() -> None:
-    global _lock, _lane_lock
-    _lock = threading.Lock()
+    global build_lock, _lane_lock
+    build_lock = threading.Lock()
     _lane_lock = threading.RLock()
 
 
@@ -224,7 +225,7 @@ def load() -> ModuleType | None:
     global _module, _why, _tried
     if _tried:
         return _module
-    with _lock:
+    with build_lock:
         if _tried:
             return _module
         try:
@@ -250,7 +251,7 @@ def _built() -> ModuleType:
     from . import adaptive, backend, engine_numba
     from .mask import PackedMask
 
-    module.configure(backend._context, vars(backend), "_default_engine", engine_numba,
+    module.configure(backend.scoped_engine, vars(backend), "_default_engine", engine_numba,
                      PackedMask, "lock_free", "PARALLEL_MIN", "STREAM_MIN_BYTES",
                      "_stream_maps")
     module.set_period_max(adaptive.PERIOD_MAX)
