@@ -332,7 +332,7 @@ def _normal_references(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """torch's GELU formulas in float64 at the float64 value of ``x``."""
     v = x.astype(np.float64)
     return (0.5 * (1.0 + _math_erf(v * math.sqrt(0.5))),
-            np.exp(-0.5 * v * v) * vecmath._NPDF)
+            np.exp(-0.5 * v * v) * vecmath.NPDF)
 
 
 @pytest.mark.parametrize(("dtype", "cdf_abs", "cdf_ulps", "pdf_ulps"),
@@ -366,7 +366,7 @@ def test_ndtr_npdf_special_values_and_tails(dtype):
     _apply_ndtr_npdf(x, cdf, pdf)
     np.testing.assert_array_equal(cdf, np.array([np.nan, 1, 0, 0.5, 0.5, 0.5, 0.5, 1, 0, 1, 0],
                                                 dtype))
-    np.testing.assert_array_equal(pdf[1:], np.array([0, 0, *[vecmath._NPDF] * 4, 0, 0, 0, 0],
+    np.testing.assert_array_equal(pdf[1:], np.array([0, 0, *[vecmath.NPDF] * 4, 0, 0, 0, 0],
                                                     dtype))
     assert np.isnan(pdf[0])
     # the tails as torch's 1 + erf(x / sqrt(2)) gives them: 1 where erf rounds to 1, 0 where it

@@ -102,8 +102,8 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
 
-__all__ = ["REDUCE_LIMIT_32", "REDUCE_LIMIT_64", "arctan2", "cos", "cosh", "erf", "exp", "expm1",
-           "log", "log1p", "ndtr", "npdf", "sin", "sinh", "tanh"]
+__all__ = ["NPDF", "REDUCE_LIMIT_32", "REDUCE_LIMIT_64", "SQRT1_2", "arctan2", "cos", "cosh",
+           "erf", "exp", "expm1", "log", "log1p", "ndtr", "npdf", "sin", "sinh", "tanh"]
 
 
 @intrinsic
@@ -689,8 +689,10 @@ erf = _define("erf", _erf32, _erf64,
 # exact (no multiply by p), and P's coefficients carry exp's 2**-64 (exact: no multiply either).
 # 1.1-1.2 ns an element with degree 7 against 1.8 for (1 + erf(x / sqrt 2)) / 2 with
 # :func:`erf` (one core, AMD EPYC, AVX2).
-_SQRT1_2 = math.sqrt(0.5)
-_NPDF = 2.0 / math.sqrt(math.pi) * _SQRT1_2 * 0.5  # torch's kBeta: M_2_SQRTPI * M_SQRT1_2 * 0.5
+#: sqrt(1/2), ndtr's scale of x for erf (also in the C and CuPy kernels' source: .vocabulary)
+SQRT1_2 = math.sqrt(0.5)
+#: 1/sqrt(2 pi), npdf's factor: torch's kBeta, M_2_SQRTPI * M_SQRT1_2 * 0.5 (.vocabulary too)
+NPDF = 2.0 / math.sqrt(math.pi) * SQRT1_2 * 0.5
 _NDTR32_Q = np.float32(3.75)
 _NDTR32_R = (-2.9920666, 4.0391517, -2.9542055, 0.7381828, 0.44727203, -0.28889754)
 _NDTR32_END = np.float32(5.6)  # erf(x / sqrt 2) rounds to 1 in float32 from 5.5426 on
@@ -707,7 +709,7 @@ def _exp32_nonpositive_2p64(c):
 
 
 _2M64 = np.float32(2.0 ** -64)
-_NPDF32_2M64 = np.float32(np.float32(_NPDF) * _2M64)  # exact: a power of 2 apart
+_NPDF32_2M64 = np.float32(np.float32(NPDF) * _2M64)  # exact: a power of 2 apart
 #: P's coefficients times 2**-64: exact (powers of 2 apart, all normal numbers)
 _NDTR32_R_2M64 = tuple(np.float32(np.float32(v) * _2M64) for v in _NDTR32_R)
 
@@ -728,7 +730,7 @@ def _ndtr32(x):
 
 @numba.njit(inline="always")
 def _ndtr64(x):
-    return 0.5 * (1.0 + _erf64(x * _SQRT1_2))
+    return 0.5 * (1.0 + _erf64(x * SQRT1_2))
 
 
 @numba.njit(inline="always")
@@ -738,15 +740,15 @@ def _npdf32(x):
 
 @numba.njit(inline="always")
 def _npdf64(x):
-    return _exp64((-0.5 * x) * x) * _NPDF
+    return _exp64((-0.5 * x) * x) * NPDF
 
 
 def _ndtr_fallback(x: float) -> float:
-    return 0.5 * (1.0 + math.erf(x * _SQRT1_2))
+    return 0.5 * (1.0 + math.erf(x * SQRT1_2))
 
 
 def _npdf_fallback(x: float) -> float:
-    return math.exp(-0.5 * x * x) * _NPDF
+    return math.exp(-0.5 * x * x) * NPDF
 
 
 ndtr = _define("ndtr", _ndtr32, _ndtr64,

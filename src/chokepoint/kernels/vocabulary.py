@@ -65,14 +65,14 @@ def _ndtr(a: np.ndarray) -> np.ndarray:
     """``(1 + erf(a / sqrt(2))) / 2`` in ``a``'s dtype, as torch writes GELU's CDF."""
     a = np.asarray(a)
     t = a.dtype.type
-    return t(0.5) * (t(1.0) + _erf(a * t(vecmath._SQRT1_2)))
+    return t(0.5) * (t(1.0) + _erf(a * t(vecmath.SQRT1_2)))
 
 
 def _npdf(a: np.ndarray) -> np.ndarray:
     """``exp(-a*a / 2) / sqrt(2 pi)`` in ``a``'s dtype, as torch writes GELU's density."""
     a = np.asarray(a)
     t = a.dtype.type
-    return np.exp(t(-0.5) * a * a) * t(vecmath._NPDF)
+    return np.exp(t(-0.5) * a * a) * t(vecmath.NPDF)
 
 
 #: name -> NumPy function on arrays
@@ -100,11 +100,11 @@ CUDA = {"exp": "exp", "expm1": "expm1", "log1p": "log1p", "erf": "erf", "tanh": 
 #: has no float overload, and differs from torch's formula)
 CUDA_PREAMBLE = f"""
 __device__ inline float chokepoint_ndtr(float x) {{
-  return 0.5f * (1.0f + erff(x * {np.float32(vecmath._SQRT1_2)}f)); }}
+  return 0.5f * (1.0f + erff(x * {np.float32(vecmath.SQRT1_2)}f)); }}
 __device__ inline double chokepoint_ndtr(double x) {{
-  return 0.5 * (1.0 + erf(x * {vecmath._SQRT1_2!r})); }}
+  return 0.5 * (1.0 + erf(x * {vecmath.SQRT1_2!r})); }}
 __device__ inline float chokepoint_npdf(float x) {{
-  return expf(-0.5f * x * x) * {np.float32(vecmath._NPDF)}f; }}
+  return expf(-0.5f * x * x) * {np.float32(vecmath.NPDF)}f; }}
 __device__ inline double chokepoint_npdf(double x) {{
-  return exp(-0.5 * x * x) * {vecmath._NPDF!r}; }}
+  return exp(-0.5 * x * x) * {vecmath.NPDF!r}; }}
 """
