@@ -29,7 +29,7 @@ import chokepoint
 from chokepoint import matrix
 from chokepoint.bench import peers
 from chokepoint.kernels import engine_numba
-from chokepoint.kernels.api import _constants
+from chokepoint.kernels.api import op_constants
 
 N = 100_000
 
@@ -61,7 +61,7 @@ def where_the_time_goes(torch) -> None:
     x = rng.standard_normal(N).astype(np.float32)
     out = np.empty_like(x)
     b = np.empty(N, bool)
-    zero = _constants("relu", x.dtype)
+    zero = op_constants("relu", x.dtype)
     kernel = {mode: engine_numba.kernel_for("relu", mode)
               for mode in ("parallel", "checked_parallel")}
     grad = {mode: engine_numba.kernel_for("relu_grad", mode) for mode in ("parallel", "serial")}

@@ -46,7 +46,7 @@ from .native import MAP1, MAP2, MASK_BACKWARD, MASK_FORWARD, Lane
 from .ops import OPS
 from .registry import KERNELS, NAMES, Kernel
 
-__all__ = ["GRAD_DTYPES", *NAMES]
+__all__ = ["GRAD_DTYPES", "op_constants", *NAMES]
 
 _FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 #: dtypes that :func:`relu_grad` can write.
@@ -158,8 +158,9 @@ def _compute_type(dtype: np.dtype):
     return np.float32 if dtype == np.float16 else dtype.type
 
 
-def _constants(op: str, dtype: np.dtype, values: dict | None = None) -> tuple:
-    """The values of ``OPS[op].params`` in the computation dtype (float32 for float16)."""
+def op_constants(op: str, dtype: np.dtype, values: dict | None = None) -> tuple:
+    """The values of ``OPS[op].params`` in the computation dtype (float32 for float16): the
+    kernels' constant arguments, on the CPU and in the CuPy handler alike."""
     cast = _compute_type(dtype)
     with np.errstate(over="ignore"):  # a huge parameter becomes inf in float32, as in torch
         return tuple(cast(c) for c in OPS[op].constants(values or {}))
@@ -184,7 +185,7 @@ def _unary(op: str, func: str, x, out, *, out_dtype=None, values=None) -> np.nda
     out_dtype = x.dtype if out_dtype is None else np.dtype(out_dtype)
     result = _result(func, out, x.shape, out_dtype, [x])
     (flat_x,), flat_out, finish = flat_operands([x], result)
-    _engine_for(x.dtype, out_dtype).unary(op, flat_x, flat_out, _constants(op, x.dtype, values))
+    _engine_for(x.dtype, out_dtype).unary(op, flat_x, flat_out, op_constants(op, x.dtype, values))
     finish()
     return result
 
@@ -196,7 +197,7 @@ def _binary(op: str, func: str, grad, x, out, values=None) -> np.ndarray:
     _check_same(func, grad, x)
     result = _result(func, out, x.shape, x.dtype, [grad, x])
     (flat_g, flat_x), flat_out, finish = flat_operands([grad, x], result)
-    _engine_for(x.dtype).binary(op, flat_g, flat_x, flat_out, _constants(op, x.dtype, values))
+    _engine_for(x.dtype).binary(op, flat_g, flat_x, flat_out, op_constants(op, x.dtype, values))
     finish()
     return result
 
@@ -236,7 +237,7 @@ def _fast_entry(kernel: Kernel | str, dtype: np.dtype, values: tuple, key: tuple
             op, constants = (kernel, {}) if isinstance(kernel, str) else resolve(kernel, *values)
         except (TypeError, ValueError):
             return False  # not kept: the full path raises the message, every time
-        entry = (op, _numba().kernel_for(op, "checked"), _constants(op, dtype, constants))
+        entry = (op, _numba().kernel_for(op, "checked"), op_constants(op, dtype, constants))
     _FAST[key] = entry
     return entry
 

@@ -112,7 +112,7 @@ def _meta(a) -> np.ndarray:
 
 def _constants(op: str, dtype, values: dict | None = None) -> tuple:
     """The op's constants in the computation dtype: the CPU path's own rule."""
-    return api._constants(op, np.dtype(dtype), values)
+    return api.op_constants(op, np.dtype(dtype), values)
 
 
 def _output(name: str, out, shape, dtype):
