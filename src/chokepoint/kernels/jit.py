@@ -87,6 +87,8 @@ def _cache(compiled) -> None:
                    f"kernels in ({exc}); they are compiled in each process (set NUMBA_CACHE_DIR "
                    "to a writable directory to keep them)")
         return
+    # numba's own private attributes (_cache here, _impl below): it has no public hook on its
+    # cache's load and save, and a third-party library's internals are not chokepoint's names
     cache = compiled._cache
     cache.load_overload = _guarded_load(cache, cache.load_overload)
     cache.save_overload = _guarded_save(cache.save_overload)
