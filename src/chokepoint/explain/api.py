@@ -545,7 +545,7 @@ def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: 
         # a stencil's slices (u[2:, 1:-1]) are arguments: fuse reads them in place
         source, slices = lift_slices(statement.source, namespace)
         fused = fuse(source)
-        names = list(fused._signature.parameters)
+        names = list(fused.arguments)
         values = {n: eval(slices[n], dict(namespace)) if n in slices else namespace[n]
                   for n in names}
         first = time.perf_counter()
@@ -583,7 +583,7 @@ def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: 
                "measured_s": after.median, "speedup": before.median / after.median,
                "note": (f"its first call compiled in {compile_s:.2g} s (cached on disk "
                         "afterwards)"), "fused": True, "max_ulp": ulp, "values": same}
-    passes = _passes(next(iter(fused._traces.values())))
+    passes = _passes(fused.plans[0])
     said = "one pass" if passes == 1 else f"{passes} passes (a reduction first)"
     return rewrite, f"{code}: {said}, measured {rewrite['speedup']:.1f}x faster ({same})"
 

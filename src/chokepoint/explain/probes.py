@@ -28,8 +28,8 @@ from ..measure.load import Load, watch
 from ..measure.timer import Measurement, measure, measure_interleaved
 from .trace import Op
 
-__all__ = ["Probe", "ProbeSettings", "ProbeSkipped", "clear_after_three", "probe_bytes",
-           "probe_op", "scratch_op", "significant", "skipped", "subset", "time_op"]
+__all__ = ["Probe", "ProbeSettings", "ProbeSkipped", "byte_bounds", "clear_after_three",
+           "probe_bytes", "probe_op", "scratch_op", "significant", "skipped", "subset", "time_op"]
 
 
 class ProbeSkipped(RuntimeWarning):
@@ -154,12 +154,14 @@ def _replace_arrays(op: Op, transform) -> tuple[tuple, dict] | None:
     return (args, kwargs) if changed[0] else None
 
 
-def _byte_bounds(a: np.ndarray) -> tuple[int, int]:
+def byte_bounds(a: np.ndarray) -> tuple[int, int]:
+    """The addresses of ``a``'s first byte and one past its last (NumPy's ``byte_bounds``,
+    wherever this NumPy keeps it): the memory a view lies in."""
     try:
-        from numpy.lib.array_utils import byte_bounds
+        from numpy.lib.array_utils import byte_bounds as bounds
     except ImportError:  # NumPy < 2
-        byte_bounds = getattr(np, "byte_bounds")  # noqa: B009 - gone from NumPy 2's namespace
-    return byte_bounds(a)
+        bounds = getattr(np, "byte_bounds")  # noqa: B009 - gone from NumPy 2's namespace
+    return bounds(a)
 
 
 def same_layout(a: np.ndarray, values) -> np.ndarray:
@@ -169,7 +171,7 @@ def same_layout(a: np.ndarray, values) -> np.ndarray:
     if a.flags.c_contiguous or a.ndim == 0:
         out = np.empty(a.shape, a.dtype)
     else:
-        low, high = _byte_bounds(a)
+        low, high = byte_bounds(a)
         span = np.empty((high - low) // a.itemsize + 1, a.dtype)
         offset = (a.__array_interface__["data"][0] - low) // a.itemsize
         out = np.lib.stride_tricks.as_strided(span[offset:], shape=a.shape, strides=a.strides)

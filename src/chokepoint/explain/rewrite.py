@@ -352,9 +352,9 @@ def lift_slices(source: str, namespace: dict) -> tuple[str, dict[str, str]]:
 def touched_bytes(arrays) -> int:
     """Bytes of memory that ``arrays`` lie in, each byte once: a stencil's four shifted slices
     of one grid are about one grid, not four (their byte ranges, merged)."""
-    from .probes import _byte_bounds
+    from .probes import byte_bounds
 
-    spans = sorted(_byte_bounds(a) for a in arrays if a.size)
+    spans = sorted(byte_bounds(a) for a in arrays if a.size)
     total, end = 0, None
     for low, high in spans:
         if end is None or low > end:

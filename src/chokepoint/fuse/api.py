@@ -92,6 +92,10 @@ class Fused:
     ----------
     code : str
         The expression, or the function's repr.
+    arguments : tuple of str
+        The names of the arrays and scalars it takes, in order (read-only).
+    plans : tuple of Plan
+        The kernel plans traced so far, oldest first (read-only).
     """
 
     def __init__(self, func, signature: inspect.Signature, code: str, source=None):
@@ -111,6 +115,17 @@ class Fused:
 
     def __repr__(self) -> str:
         return f"chokepoint.fuse({self.code})"
+
+    @property
+    def arguments(self) -> tuple[str, ...]:
+        """The names of the arrays and scalars it takes, in order (``out`` aside)."""
+        return tuple(self._signature.parameters)
+
+    @property
+    def plans(self) -> tuple[codegen.Plan, ...]:
+        """The kernel plans traced so far, one per signature of input dtypes, oldest first
+        (read-only: :meth:`plan` makes them)."""
+        return tuple(self._traces.values())
 
     def __reduce__(self):
         # to a dask.distributed worker (or any pickle): the expression or function it was made
