@@ -28,12 +28,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["SEED", "Statement", "arrays_in", "as_statement", "bind_callable",
+__all__ = ["IDENTIFIER", "SEED", "Statement", "arrays_in", "as_statement", "bind_callable",
            "compile_statement", "mutated", "names_used", "preserved_rng", "protected_copy",
            "run_setup", "same_array"]
 
 SEED = 20190301  # the month the origin question was asked
-_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+#: a Python identifier: the names that code and a setup may mention (whatever they pass to
+#: a worker, or copy from a base namespace, are the base's values of those names)
+IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _FUNCTION_NAME = "__chokepoint_statement__"
 
 
@@ -211,7 +213,7 @@ def _names_in(tree: ast.AST) -> tuple[str, ...]:
         elif isinstance(node, ast.Attribute):
             names.add(node.attr)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            names.update(_IDENTIFIER.findall(node.value))
+            names.update(IDENTIFIER.findall(node.value))
     return tuple(sorted(names))
 
 
@@ -297,7 +299,7 @@ def run_setup(setup, n: int | None = None, base: dict | None = None,
     ``setup`` or ``code`` name are copied (:func:`protected_copy`).
     """
     texts = [c.source if isinstance(c, Statement) else c for c in code]
-    named = set(_IDENTIFIER.findall(" ".join([*texts, setup if isinstance(setup, str) else ""])))
+    named = set(IDENTIFIER.findall(" ".join([*texts, setup if isinstance(setup, str) else ""])))
     namespace = {k: protected_copy(k, v) if k in named else v
                  for k, v in (base or {}).items()}
     namespace.setdefault("np", np)

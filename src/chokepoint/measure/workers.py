@@ -157,13 +157,13 @@ def _work(task: dict) -> dict:
     CandidateResult: its structured fields, ``writes``, ``mutates``, ``copies``, ``cache_hot``
     ..., go back with it; the parent keeps the first worker's and merges the repeats), its
     repeats, loops, and its value when the task asks for it."""
-    from .race import _make_copies, _prepare
+    from .candidates import make_copies, prepare
     from .timer import measure
 
     base = _receive_namespace(task["base"])
-    result, value, timed = _prepare(task["candidate"], task["setup"], task["n"], base,
+    result, value, timed = prepare(task["candidate"], task["setup"], task["n"], base,
                                     rotate=task["rotate"], cache_bytes=task["cache_bytes"])
-    (failed,) = _make_copies([timed])
+    (failed,) = make_copies([timed])
     if failed is not None:
         raise failed
     m = measure(timed, min_time=task["min_time"], repeats=task["repeats"] + 1, warmup=False)
