@@ -9,7 +9,8 @@ os.environ.setdefault("CHOKEPOINT_FUSE_NUMPY", "never")
 
 import pytest
 
-from chokepoint.measure.roofline import Roofline, machine_info
+from chokepoint.measure.machine import machine_info
+from chokepoint.measure.roofline import Roofline
 
 roofline_module = importlib.import_module("chokepoint.measure.roofline")
 

@@ -448,13 +448,14 @@ def _info(args: argparse.Namespace) -> int:
     except ImportError:
         info["numba"] = None
     from .kernels import tuning
+    from .measure.machine import last_level_cache_bytes
 
     tuned = tuning.current()
     info["tuning"] = (f"measured {tuned.measured_at} ({tuning.cache_path()})"
                       if tuned.measured_at else "defaults (run `chokepoint tune` to measure)")
     info.update(parallel_min=tuned.parallel_min, stream_maps=tuned.stream_maps,
                 stream_masks=tuned.stream_masks,
-                stream_from=f"calls whose arrays take {tuning.last_level_cache_bytes() >> 20} MiB "
+                stream_from=f"calls whose arrays take {last_level_cache_bytes() >> 20} MiB "
                             "or more (the last-level cache), measured against plain stores")
     from .kernels import native
 

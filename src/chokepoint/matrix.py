@@ -228,11 +228,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the matrix with parsed options and print it."""
     import sys
 
-    from chokepoint.measure.roofline import (
-        bandwidth_kernels,
-        machine_info,
-        measure_floor_bandwidth,
-    )
+    from chokepoint.measure.machine import machine_info
+    from chokepoint.measure.roofline import bandwidth_kernels, measure_floor_bandwidth
 
     repeats = getattr(args, "repeats", REPEATS)  # chokepoint bench --matrix has no --repeats
     if repeats < 1:

@@ -207,7 +207,7 @@ def probe_bytes() -> int:
     (:func:`subset`): twice the last-level cache, and at least 64 MiB, so that the share still
     streams from memory and a fresh result is still fresh pages (above glibc's 32 MB mmap
     threshold)."""
-    from ..kernels.tuning import last_level_cache_bytes
+    from ..measure.machine import last_level_cache_bytes
 
     return max(2 * last_level_cache_bytes(), 64 * 2**20)
 

@@ -37,6 +37,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from ..measure.machine import last_level_cache_bytes
 from . import adaptive, jit, vecmath, vocabulary
 from . import ops as _ops
 from . import tuning as _tuning
@@ -86,7 +87,7 @@ PARALLEL_MIN = 1 << 16
 #: on 2e6 float64 (48 MB, an L3 of 32 MiB) streamed in 444 us against 523 for plain stores; relu
 #: on the same (32 MB, which fits) 1.36x slower. Until the eleventh session the rule was an
 #: output of 16 MiB, which left that relu_backward to plain stores.
-STREAM_MIN_BYTES = _tuning.last_level_cache_bytes()
+STREAM_MIN_BYTES = last_level_cache_bytes()
 #: Up to this many elements the fast path (and the C path) runs the chooser's decided variant
 #: itself (:func:`plan`), with the checked kernels; a map's call that can stream goes to the
 #: launcher from the fast path, and runs in the C path with its streaming cfunc.

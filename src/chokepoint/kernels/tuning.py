@@ -38,7 +38,7 @@ import numpy as np
 from ..cachefile import write_atomic
 
 __all__ = ["DEFAULT", "GAIN", "PASSES", "Tuning", "cache_path", "choose_parallel_min", "current",
-           "forget", "last_level_cache_bytes", "tune"]
+           "forget", "tune"]
 
 #: a variant must be this much faster to be chosen
 GAIN = 1.1
@@ -84,32 +84,11 @@ DEFAULT = Tuning()
 _memo: Tuning | None = None
 
 
-def last_level_cache_bytes() -> int:
-    """Size of the last-level cache, within 8-64 MiB.
-
-    Virtual machines often report the host's whole L3 (480 MB on ours, where a 246 MB array
-    still streams at DRAM speed), so the sysfs value is capped; some report no L3 at all, and
-    the largest cache left (an L2 of 1-2 MiB) would put many mid-size calls past it (the
-    kernels stream beyond it: ``engine_numba.STREAM_MIN_BYTES``), so it is floored; 32 MiB
-    when unknown.
-    """
-    path = Path("/sys/devices/system/cpu/cpu0/cache")
-    sizes = []
-    for index in path.glob("index*"):
-        try:
-            text = (index / "size").read_text().strip().upper()
-            scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1], 1)
-            sizes.append(int(text.rstrip("KMG")) * scale)
-        except (OSError, ValueError):
-            continue
-    return min(max(max(sizes), 8 * 2**20), 64 * 2**20) if sizes else 32 * 2**20
-
-
 def _machine_key() -> dict:
     """The machine, and the kernels' code: a choice measured on other kernels does not hold
     (the mask backward's streaming variant went from 2.4x slower to 1.4x faster than the
     parallel one when its loop changed), so a changed ``engine_numba.py`` is tuned again."""
-    from ..measure.roofline import machine_info
+    from ..measure.machine import machine_info
 
     m = machine_info()
     key = {k: m[k] for k in ("cpu", "cores", "threads", "numba")}

@@ -49,9 +49,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..kernels.tuning import last_level_cache_bytes
 from .candidates import Candidate, CandidateResult, is_container, make_copies, prepare
 from .load import Load, watch
+from .machine import last_level_cache_bytes
 from .roofline import ARRAY_BYTES, Roofline, roofline
 from .statements import IDENTIFIER
 from .stats import NOISY_IQR, bootstrap_ratio, repeats_needed

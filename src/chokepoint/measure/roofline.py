@@ -23,8 +23,6 @@ import functools
 import hashlib
 import json
 import math
-import os
-import platform
 import time
 import warnings
 from collections.abc import Callable
@@ -37,10 +35,11 @@ import numpy as np
 from ..cachefile import locked, write_atomic
 from ..kernels import jit
 from .load import Load, watch
+from .machine import machine_info
 from .timer import measure
 
 __all__ = ["ARRAY_BYTES", "BANDWIDTHS", "LOCK_WAIT", "Roofline", "bandwidth_kernels",
-           "cache_path", "machine_info", "measure_bandwidths", "measure_floor_bandwidth",
+           "cache_path", "measure_bandwidths", "measure_floor_bandwidth",
            "measure_roofline", "roofline"]
 
 ARRAY_BYTES = 256 * 2**20
@@ -181,29 +180,6 @@ class Roofline:
                     if k not in ("machine", "measured_at", "seconds")}
         return {**self.machine, **ceilings, "roof": "read_bw", "bandwidth": self.bandwidth,
                 "compute": self.compute, "roofline_measured_at": self.measured_at}
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def machine_info() -> dict:
-    """What identifies this machine's roofline."""
-    return {
-        "cpu": _cpu_model(),
-        "cores": os.cpu_count(),
-        "threads": numba.get_num_threads(),
-        "numpy": np.__version__,
-        "numba": numba.__version__,
-        "python": platform.python_version(),
-        "system": platform.system(),
-    }
 
 
 def cache_path(machine: dict | None = None) -> Path:
