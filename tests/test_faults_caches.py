@@ -337,7 +337,7 @@ def test_a_read_only_install_and_home_compile_uncached(tmp_path):
 def test_a_kernel_whose_cache_cannot_be_written_runs_uncached(tmp_path, monkeypatch):
     import numba
 
-    from chokepoint.kernels import jit
+    from chokepoint import jit
 
     monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path / "numba"))
     monkeypatch.setattr(jit, "_said", set())

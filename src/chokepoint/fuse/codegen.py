@@ -24,7 +24,8 @@ from dataclasses import dataclass, field, replace
 import numba
 import numpy as np
 
-from ..kernels import engine_numba, jit, vecmath, vocabulary
+from .. import jit
+from ..kernels import engine_numba, vecmath, vocabulary
 from .trace import UFUNCS, FuseError, Node, topological
 
 __all__ = ["Plan", "kernel", "plan"]

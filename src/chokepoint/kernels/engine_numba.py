@@ -37,8 +37,9 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from .. import jit
 from ..measure.machine import last_level_cache_bytes
-from . import adaptive, jit, vecmath, vocabulary
+from . import adaptive, vecmath, vocabulary
 from . import ops as _ops
 from . import tuning as _tuning
 from .adaptive import Chooser

@@ -32,8 +32,8 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from .. import jit
 from ..cachefile import locked, write_atomic
-from ..kernels import jit
 from .load import Load, watch
 from .machine import machine_info
 from .timer import measure

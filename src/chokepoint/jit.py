@@ -1,5 +1,6 @@
-"""numba's compilation as chokepoint's kernels use it: cached on disk where it can be, never
-failing because of the cache.
+"""numba's compilation as chokepoint uses it (the kernels, fuse's, the roofline's bandwidth
+kernels; so it is in neither kernels nor measure): cached on disk where it can be, never failing
+because of the cache.
 
 numba's ``cache=True`` turns three faults of the machine into errors of every call:
 
