@@ -104,7 +104,7 @@ def test_a_tuning_cache_that_is_no_object_means_the_defaults(caches, text):
 def test_a_full_disk_leaves_no_temporary_tuning_file(caches, monkeypatch):
     _fake_timings(monkeypatch)
     _full_disk(monkeypatch)
-    tuning.tune()
+    tuning.tune(engine_numba)
     assert not tuning.cache_path().exists()
     assert list(caches.iterdir()) == []
 

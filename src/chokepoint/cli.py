@@ -471,11 +471,11 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from .kernels import tuning
+    from .kernels import engine_numba, tuning
 
     print("measuring the kernel variants on this machine (a few seconds)...", file=sys.stderr,
           flush=True)
-    tuned = tuning.tune()
+    tuned = tuning.tune(engine_numba)
     if args.json:
         print(json_text(tuned.to_dict()))
         return 0

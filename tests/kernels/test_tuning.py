@@ -60,7 +60,7 @@ def test_defaults_before_tuning_and_the_cache_after(isolated_cache, monkeypatch)
     fake = iter([(1.0, 1.0)] * len(tuning._SIZES) * tuning.PASSES
                 + [(1.0, 1.0)] * tuning.PASSES + [(4.0, 1.0)] * tuning.PASSES)
     monkeypatch.setattr(tuning, "_pair", lambda a, b, min_time: next(fake))
-    tuned = tuning.tune()
+    tuned = tuning.tune(engine_numba)
     assert (tuned.stream_maps, tuned.stream_masks) == (False, True)
     assert tuned.parallel_min == tuning.DEFAULT.parallel_min  # no size won
     saved = json.loads(isolated_cache.read_text())

@@ -244,28 +244,32 @@ def _load() -> float | None:
         return None
 
 
-def tune(*, min_time: float = 0.02, save: bool = True) -> Tuning:
+def tune(engine, *, min_time: float = 0.02, save: bool = True) -> Tuning:
     """Measure the variant choices on this machine (a few seconds) and cache them (replacing a
     damaged cache file).
+
+    Parameters
+    ----------
+    engine : module
+        The numba engine (:mod:`.engine_numba`), handed in by the caller (this module stays
+        below it): its kernels are timed, and it takes the choices (``engine.apply_tuning``).
 
     Returns
     -------
     Tuning
     """
     global _memo
-    from . import engine_numba
 
     started = time.perf_counter()
-    parallel_min, sizes = _parallel_min(engine_numba, min_time)
+    parallel_min, sizes = _parallel_min(engine, min_time)
     rng = np.random.default_rng(1)
     x = rng.standard_normal(_STREAM_N).astype(np.float32)
     g = rng.standard_normal(_STREAM_N).astype(np.float32)
     out = np.empty_like(x)
     zero = np.float32(0)
-    maps, maps_times = _stream_gain(engine_numba, "relu_backward", (g, x, out, zero), min_time)
+    maps, maps_times = _stream_gain(engine, "relu_backward", (g, x, out, zero), min_time)
     bits = np.packbits(x > 0, bitorder="little")
-    masks, mask_times = _stream_gain(engine_numba, "mask_backward", (g, bits, out, zero),
-                                     min_time)
+    masks, mask_times = _stream_gain(engine, "mask_backward", (g, bits, out, zero), min_time)
     tuned = Tuning(parallel_min=parallel_min, stream_maps=maps, stream_masks=masks,
                    measured_at=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                    evidence={"parallel_min": sizes, "stream_maps": maps_times,
@@ -274,7 +278,7 @@ def tune(*, min_time: float = 0.02, save: bool = True) -> Tuning:
     if save:  # where it cannot be written (read-only, full), it holds for this process only
         write_atomic(cache_path(), json.dumps(tuned.to_dict(), indent=2))
     _memo = tuned
-    engine_numba.apply_tuning(tuned)
+    engine.apply_tuning(tuned)
     return tuned
 
 
