@@ -2,13 +2,13 @@
 
     flock /tmp/chokepoint-bench.lock .venv/bin/python benchmarks/matrix.py [--quick]
 
-The same as ``chokepoint bench --matrix`` (see ``chokepoint.matrix``); results and what was tried
-are in benchmarks/RESULTS.md.
+The same as ``chokepoint bench --matrix`` (see ``chokepoint.bench.matrix``); results and what was
+tried are in benchmarks/RESULTS.md.
 """
 
 import sys
 
-from chokepoint.matrix import main
+from chokepoint.bench.matrix import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -26,8 +26,7 @@ from collections import Counter
 import numpy as np
 
 import chokepoint
-from chokepoint import matrix
-from chokepoint.bench import peers
+from chokepoint.bench import matrix, peers
 from chokepoint.kernels import engine_numba
 from chokepoint.kernels.api import op_constants
 

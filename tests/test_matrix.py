@@ -1,4 +1,4 @@
-"""The benchmark matrix's logic (chokepoint.matrix), without judging any time."""
+"""The benchmark matrix's logic (chokepoint.bench.matrix), without judging any time."""
 
 import argparse
 import importlib
@@ -6,7 +6,7 @@ import importlib
 import numpy as np
 import pytest
 
-from chokepoint import matrix
+from chokepoint.bench import matrix
 
 
 def _cell(kernel, n, ours, peer, dtype="float32"):

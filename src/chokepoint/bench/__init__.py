@@ -4,7 +4,8 @@ X = randn(3072, 10000) float64 (246 MB) and G of the same shape. Each kernel is 
 process, against NumPy's best formulations (out= where it helps), numexpr and torch CPU when
 installed, and the floor: the bytes the operation must move (inputs read once, output written
 once) at the faster of the read and triad bandwidths measured in this same run. ``chokepoint
-bench`` runs it; ``benchmarks/kernels.py`` too.
+bench`` runs it; ``benchmarks/kernels.py`` too. The benchmark matrix (:mod:`.matrix`, ``chokepoint
+bench --matrix``) is in this package, and both take the installed peers from :mod:`.peers`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ from chokepoint.kernels.adaptive import settle
 from chokepoint.measure import measure
 from chokepoint.measure.roofline import measure_floor_bandwidth
 
+from .peers import peers
+
+__all__ = ["add_arguments", "main", "peers", "run"]
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The benchmark's command-line options."""
@@ -27,20 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds per timing repeat (default 0.2; 0.02 with --matrix)")
     parser.add_argument("--matrix", action="store_true",
                         help="every kernel x float32/float64 x 1e3..3e7 elements against each "
-                             "peer's best formulation (see chokepoint.matrix)")
-
-
-def peers():
-    """The peer libraries that are installed: ``(numexpr or None, torch or None)``."""
-    try:
-        import numexpr as ne
-    except ImportError:
-        ne = None
-    try:
-        import torch
-    except ImportError:
-        torch = None
-    return ne, torch
+                             "peer's best formulation (see chokepoint.bench.matrix)")
 
 
 def main(argv=None) -> int:

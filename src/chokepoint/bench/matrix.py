@@ -173,7 +173,7 @@ def cells(sizes=SIZES, dtypes=("float32", "float64"), min_time: float = 0.02,
           probes: dict | None = None) -> list[Cell]:
     """Time every cell (see the module notes). ``probes``: the bandwidth kernels timed among
     each cell of :data:`FLOOR_MIN` elements or more, for its floor (see :func:`_time_cell`)."""
-    from .bench import peers
+    from .peers import peers
 
     ne, torch = peers()
     found = []
