@@ -35,7 +35,7 @@ import types
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["WorkerError", "run_in_worker", "sendable_namespace"]
+__all__ = ["WorkerError", "run_in_worker", "sendable_namespace", "work"]
 
 
 class WorkerError(RuntimeError):
@@ -116,7 +116,7 @@ def _sigterm_as_exit() -> Iterator[None]:
 
 
 def run_in_worker(task: dict, *, timeout: float | None = None) -> dict:
-    """Run ``task`` (see :func:`_work`) in a fresh Python process and return its result.
+    """Run ``task`` (see :func:`work`) in a fresh Python process and return its result.
 
     What the worker prints goes to this process's stderr. However this call ends (a
     result, an exception, Ctrl-C, SIGTERM), the worker is gone and its folder removed.
@@ -151,7 +151,7 @@ def run_in_worker(task: dict, *, timeout: float | None = None) -> dict:
         return pickle.loads(outbox.read_bytes())
 
 
-def _work(task: dict) -> dict:
+def work(task: dict) -> dict:
     """In the worker: set the candidate up, check it, time it (the calibration's repeat
     dropped, as in-process races do); returns the candidate's result so far (a pickled
     CandidateResult: its structured fields, ``writes``, ``mutates``, ``copies``, ``cache_hot``
@@ -178,7 +178,7 @@ def main(argv: list[str]) -> int:
 
     try:
         task = pickle.loads(Path(inbox).read_bytes())
-        answer = workers._work(task)
+        answer = workers.work(task)
     except KeyboardInterrupt:
         return 130
     except BaseException as exc:  # the candidate's failure, reported, not a crash
