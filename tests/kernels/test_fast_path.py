@@ -68,7 +68,8 @@ def test_other_calls_take_the_general_path(monkeypatch):
 
 
 @pytest.mark.parametrize("bad", [
-    dict(out=np.empty(10, np.float32)), dict(out=np.empty(9)), dict(negative_slope=np.nan),
+    # filled, not empty: garbage memory can hold a NaN, which no array equals
+    dict(out=np.full(10, 7.0, np.float32)), dict(out=np.full(9, 7.0)), dict(negative_slope=np.nan),
     dict(negative_slope=np.array([1.0, 2.0]))])
 def test_bad_calls_still_raise_and_touch_nothing(bad):
     x = np.linspace(-1, 1, 10)
