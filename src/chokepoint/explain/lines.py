@@ -9,7 +9,9 @@ each is then checked by value, as the statement-level rewrite is
 (:func:`chokepoint.explain.rewrite.find_rewrite`: the user's data, then the values where
 conventions differ), and timed against the code it replaces, side by side. ``b.sum()`` and
 ``np.sum(b)`` of a boolean ``b`` are ``np.count_nonzero(b)``: NumPy converts each element to an
-integer to add it, count_nonzero counts bytes.
+integer to add it, count_nonzero counts bytes. ``np.argsort(a)[:, :k]`` sorts whole rows for
+their first ``k``: ``np.argpartition`` finds them in linear time, and a sort of those ``k``
+orders them.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class _Pattern:
     in_place: str | None = None  # the target name of ``D[H <= 0] = 0``
     original: str = ""  # the user's code this pattern is
     count: bool = False  # ``b.sum()`` of a boolean array: np.count_nonzero(b)
+    top: ast.Subscript | None = None  # ``np.argsort(a)[:, :k]``: the k smallest, partitioned
 
 
 @dataclass
@@ -81,10 +84,40 @@ def _summed(node: ast.expr) -> ast.expr | None:
     return None
 
 
+def _top_k(node: ast.expr) -> tuple[ast.expr, ast.expr, ast.expr | None] | None:
+    """``(a, k, axis)`` of ``np.argsort(a, axis=axis)[:, :k]`` or ``a.argsort()[:k]`` (every
+    leading axis whole; the caller checks that the axis is the last): the indices of the ``k``
+    smallest along it. ``axis`` None where not written."""
+    if not isinstance(node, ast.Subscript) or not isinstance(node.value, ast.Call):
+        return None
+    call = node.value
+    if _is_np(call.func, "argsort") and len(call.args) == 1:
+        a = call.args[0]
+    elif isinstance(call.func, ast.Attribute) and call.func.attr == "argsort" and not call.args \
+            and not _is_np(call.func, "argsort"):
+        a = call.func.value
+    else:
+        return None
+    if any(kw.arg != "axis" for kw in call.keywords):
+        return None  # a kind= or order=: another sort
+    parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    whole = all(isinstance(p, ast.Slice) and p.lower is None and p.upper is None
+                and p.step is None for p in parts[:-1])
+    last = parts[-1]
+    if not (whole and isinstance(last, ast.Slice) and last.lower is None
+            and last.upper is not None and last.step is None):
+        return None
+    return a, last.upper, next((kw.value for kw in call.keywords), None)
+
+
 def _patterns(tree: ast.AST) -> list[_Pattern]:
     found = []
     for node in ast.walk(tree):
-        if (summed := _summed(node)) is not None:
+        if (top := _top_k(node)) is not None:
+            # a whole sort for its first k: a partition finds them, a sort of k orders them
+            operands = {"a": top[0], "k": top[1]} | ({"axis": top[2]} if top[2] else {})
+            found.append(_Pattern("top", operands, original=ast.unparse(node), top=node))
+        elif (summed := _summed(node)) is not None:
             # NumPy sums booleans by converting each to an integer; count_nonzero counts them
             found.append(_Pattern("b.sum()", {"b": summed}, original=ast.unparse(node),
                                   count=True))
@@ -181,9 +214,81 @@ def _check_count(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | 
             "note": "a Python int, where the sum gave a NumPy integer", "values": "same values"}
 
 
+class _Replace(ast.NodeTransformer):
+    """One node of a tree (by identity) replaced."""
+
+    def __init__(self, old: ast.AST, new: ast.expr):
+        self.old, self.new = old, new
+
+    def generic_visit(self, node):
+        if node is self.old:
+            return self.new
+        return super().generic_visit(node)
+
+
+def _check_top(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    """``np.argsort(a)[..., :k]`` against a partition and a sort of the ``k`` found: the same
+    values of ``a`` at the indices, in the same order (which of equal values, may differ)."""
+    try:
+        a, k, axis = (eval(compile(ast.fix_missing_locations(ast.Expression(p.operands[n])),
+                                   "<pattern>", "eval"), capture_.env) if n in p.operands
+                      else -1 for n in ("a", "k", "axis"))
+    except Exception:  # the user's code cannot be re-run here: skip it
+        return None
+    if not isinstance(a, np.ndarray) or a.ndim == 0 or not isinstance(k, (int, np.integer)) \
+            or not isinstance(axis, (int, np.integer)) or axis % a.ndim != a.ndim - 1 \
+            or not 0 < k < a.shape[-1] // 4:
+        return None
+    k = int(k)
+
+    def original():
+        return np.argsort(a, axis=-1)[..., :k]
+
+    def rewritten():
+        part = np.argpartition(a, k - 1, axis=-1)[..., :k]
+        return np.take_along_axis(part, np.argsort(np.take_along_axis(a, part, -1), axis=-1),
+                                  -1)
+
+    theirs, ours = original(), rewritten()
+    kind = a.dtype.kind
+    if not np.array_equal(np.take_along_axis(a, ours, -1), np.take_along_axis(a, theirs, -1),
+                          equal_nan=kind in "fc"):
+        return None
+    before, after = measure_interleaved([original, rewritten], min_time=min_time, repeats=5)
+    if after.median * FASTER > before.median:
+        return None
+    taken = set(capture_.env) | {n.id for n in ast.walk(ast.parse(capture_.code))
+                                 if isinstance(n, ast.Name)}
+    name = "part"
+    while name in taken:
+        name = "_" + name
+    a_code, k_code = ast.unparse(p.operands["a"]), ast.unparse(p.operands["k"])
+    kth = str(k - 1) if isinstance(p.operands["k"], ast.Constant) else f"{k_code} - 1"
+    first = f"{name} = np.argpartition({a_code}, {kth}, axis=-1)[..., :{k_code}]"
+    ordered = ast.parse(f"np.take_along_axis({name}, np.argsort(np.take_along_axis({a_code}, "
+                        f"{name}, axis=-1), axis=-1), axis=-1)", mode="eval").body
+    line = ast.parse(capture_.code)
+    target = next((n for n in ast.walk(line) if isinstance(n, ast.Subscript)
+                   and ast.unparse(n) == p.original), None)
+    if target is None:
+        return None
+    second = ast.unparse(_Replace(target, ordered).visit(line))
+    same = np.array_equal(ours, theirs)
+    return {"source": f"{capture_.filename}:{capture_.line}", "code": capture_.code,
+            "replaces": p.original, "statement": f"{first}\n{second}",
+            "original_s": before.median, "measured_s": after.median,
+            "speedup": before.median / after.median,
+            "note": "" if same else "where values are equal, which of their indices comes first "
+                                    "may differ",
+            "values": "same values" if same else
+                      "the same values at the indices, in the same order"}
+
+
 def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
     if p.count:
         return _check_count(capture_, p, min_time)
+    if p.top is not None:
+        return _check_top(capture_, p, min_time)
     values = {}
     for name, node in p.operands.items():
         try:

@@ -1,0 +1,53 @@
+"""The line patterns' syntax (:mod:`chokepoint.explain.lines`): no timing."""
+
+import ast
+
+import pytest
+
+from chokepoint.explain.lines import _patterns, _summed, _top_k
+
+
+def _node(code):
+    return ast.parse(code, mode="eval").body
+
+
+@pytest.mark.parametrize("code, a, k, axis", [
+    ("np.argsort(D, axis=1)[:, :7]", "D", "7", "1"),
+    ("np.argsort(d)[:k]", "d", "k", None),
+    ("X.argsort(axis=-1)[:, :, :n + 1]", "X", "n + 1", "-1"),
+    ("np.argsort(-scores, axis=1)[:, :10]", "-scores", "10", "1"),
+])
+def test_the_first_k_of_a_sort_are_found(code, a, k, axis):
+    found = _top_k(_node(code))
+    assert found is not None
+    assert (ast.unparse(found[0]), ast.unparse(found[1])) == (a, k)
+    assert (ast.unparse(found[2]) if found[2] is not None else None) == axis
+
+
+@pytest.mark.parametrize("code", [
+    "np.argsort(D)[:, 2:7]",  # not the first k
+    "np.argsort(D)[:7, :]",  # the first rows, not the first k of each
+    "np.argsort(D, kind='stable')[:, :7]",  # another sort
+    "np.argsort(D)[::-1][:5]",
+    "np.sort(D)[:, :7]",
+    "np.argsort(D)[:, -7:]",
+])
+def test_other_slices_of_a_sort_are_not(code):
+    assert _top_k(_node(code)) is None
+
+
+@pytest.mark.parametrize("code, summed", [
+    ("mask.sum()", "mask"), ("np.sum(x > 0)", "x > 0"), ("(a == b).sum()", "a == b")])
+def test_sums_over_all_elements_are_found(code, summed):
+    assert ast.unparse(_summed(_node(code))) == summed
+
+
+@pytest.mark.parametrize("code", ["x.sum(axis=0)", "np.sum(x, 1)", "x.sum(dtype=int)"])
+def test_sums_along_an_axis_are_not(code):
+    assert _summed(_node(code)) is None
+
+
+def test_a_line_holds_each_of_its_patterns():
+    patterns = _patterns(ast.parse("n = (np.argsort(D)[:, :3] > 0).sum()"))
+    assert [p.original for p in patterns] == ["(np.argsort(D)[:, :3] > 0).sum()",
+                                              "np.argsort(D)[:, :3]"]
