@@ -120,6 +120,10 @@ def call_cost() -> float:
     return _CALL_COST[0]
 
 
+def _no_restore() -> None:
+    """The restore of a statement that leaves the same values when run again: nothing."""
+
+
 _STEP_COSTS: list[tuple[float, float]] = []
 
 
@@ -215,13 +219,25 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
         tr = Trace()
         notes.append("its operations could not be traced (a library refused the tracer's "
                      "wrapped arrays): timed as a whole")
+    repeats_same = False
     if replay.mutates:
-        notes.append("it changes what it reads: each replay starts from the values it saw, "
-                      "restored outside the timed region")
         ns = replay.namespace()
         inputs = replay.arrays(ns)
     fn = st.function(ns)
     restore = replay.restorer(ns)
+    if replay.mutates:
+        with np.errstate(all="ignore"):
+            repeats_same = replay.repeats_same(fn, ns)
+        if repeats_same:
+            # timed run after run as its loop ran it: restoring whole arrays between runs
+            # evicted what the program read from the cache (a column loop replayed at twice
+            # its time in the program, and the causes' shares of that replay were halved)
+            restore = _no_restore
+            notes.append("it changes what it reads, and a second run leaves the same values: "
+                         "timed run after run, as in the program")
+        else:
+            notes.append("it changes what it reads: each replay starts from the values it saw, "
+                          "restored outside the timed region")
     model = build_model(tr, inputs)
     ops = [op for op in tr.ops if op.func is not None and not op.is_view]
     # new memory: what the traced operations allocate, or what tracemalloc saw (arrays made
@@ -250,7 +266,8 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     if threads > 1:
         variants.append(_blas_limit)
     with np.errstate(all="ignore"):
-        times = timed_under(fn, variants, restore=restore, mutates=replay.mutates)
+        times = timed_under(fn, variants, restore=restore,
+                            mutates=replay.mutates and not repeats_same)
     as_written = Measurement(times[0], 1)
     replay_s = as_written.median
     fresh_saved = 0.0  # per run

@@ -66,6 +66,11 @@ def replay_source(stat: LineStat) -> str:
     raise ReplayError(f"a {kind or 'statement'} is not replayed on its own")
 
 
+def _same_values(a: np.ndarray, b: object) -> bool:
+    return isinstance(b, np.ndarray) and a.shape == b.shape and a.dtype == b.dtype and \
+        bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+
+
 @dataclass
 class Replay:
     """A statement ready to run on copies of its captured values."""
@@ -90,6 +95,23 @@ class Replay:
     def arrays(self, ns: dict) -> dict[str, np.ndarray]:
         return {k: v for k, v in ns.items() if k in self.pristine and isinstance(v, np.ndarray)
                 and v.size > 0}
+
+    def repeats_same(self, fn: Callable[[], object], ns: dict) -> bool:
+        """Whether a statement that changes what it reads leaves the same values when run
+        again (``y[:, j] = a * x[:, j + 1]``, ``d[:, :, k] = ...`` reading other columns): it
+        may then be timed run after run, as its loop runs it, without restoring its arrays in
+        between (a restore copies whole arrays, and the statement then reads from memory what
+        it read from the cache in the program). ``ns`` is restored afterwards."""
+        restore = self.restorer(ns)
+        arrays = self.arrays(ns)
+        try:
+            restore()
+            fn()
+            once = {k: v.copy() for k, v in arrays.items() if not _same_values(v, self.pristine[k])}
+            fn()
+            return all(_same_values(arrays[k], v) for k, v in once.items())
+        finally:
+            restore()
 
     def restorer(self, ns: dict) -> Callable[[], None]:
         """A function putting the captured values back into ``ns``'s arrays in place (for a
