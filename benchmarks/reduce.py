@@ -63,9 +63,9 @@ def _np_layer_norm(x, gain):
 def _cases(n: int, dtype: str) -> dict[str, dict]:
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal(n).astype(dtype) for _ in range(2))
-    dot, dist, norm, peak, mean = (chokepoint.fuse(e) for e in (
+    dot, dist, norm, peak, mean, arg = (chokepoint.fuse(e) for e in (
         "np.sum(a * b)", "np.sum((a - b) ** 2)", "np.linalg.norm(a)", "np.max(np.abs(a))",
-        "np.mean(np.sqrt(np.abs(a)))"))
+        "np.mean(np.sqrt(np.abs(a)))", "np.argmin(np.abs(a - 0.5 * b))"))
     local = {"a": a, "b": b}
     rows = a.reshape(-1, 1000)  # rows of 1000, as a layer of a network's activations
     gain = b[:1000]
@@ -81,6 +81,8 @@ def _cases(n: int, dtype: str) -> dict[str, dict]:
             "numexpr": lambda: numexpr.evaluate("max(abs(a))", local_dict=local)},
         "np.mean(np.sqrt(np.abs(a)))": {"numpy": lambda: np.mean(np.sqrt(np.abs(a))),
                                         "fuse": lambda: mean(a=a)},
+        "np.argmin(np.abs(a - 0.5 * b))": {"numpy": lambda: np.argmin(np.abs(a - 0.5 * b)),
+                                           "fuse": lambda: arg(a=a, b=b)},
         "softmax (exp(x - x.max()) / sum)": {"numpy": lambda: _np_softmax(a),
                                               "fuse": lambda: softmax(a)},
         "row softmax (axis=-1, rows of 1000)": {"numpy": lambda: _np_row_softmax(rows),

@@ -275,3 +275,30 @@ def test_a_reduction_written_twice_is_computed_once():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert chokepoint.fuse("(a - a.max()) / a.max()")(a=np.arange(4.0))[0] == -1.0
+
+
+@pytest.mark.parametrize("code", [
+    "np.argmax(a * b + 1)", "(a - b).argmin()", "np.argmin(x * 2, axis=1)",
+    "np.argmax(x + 1, axis=0, keepdims=True)", "x.argmax(1)", "np.argmax(x * x, axis=-1)",
+    "np.argmin(np.abs(x - 0.5), axis=1, keepdims=True)", "a * 0 + np.argmax(b)"])
+def test_argmax_and_argmin_are_numpys(code):
+    # the chain fused into one array, then NumPy's argmax: its first occurrence of ties and
+    # of NaN
+    rng = np.random.default_rng(3)
+    values = {"a": rng.random(5000), "b": rng.random(5000), "x": rng.random((300, 41))}
+    values["a"][[7, 4000]] = np.nan  # the first NaN wins
+    values["b"][[100, 200]] = 2.0  # a tie: the first wins
+    f = chokepoint.fuse(code)
+    got = f(**{n: values[n] for n in f.arguments})
+    want = eval(code, {"np": np, **values})
+    assert np.asarray(got).dtype == np.asarray(want).dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_argmax_of_integers_and_of_nothing():
+    i = np.arange(12, dtype=np.int32).reshape(3, 4) % 5
+    assert chokepoint.fuse("np.argmax(i * 2, axis=1)")(i=i).tolist() == [3, 0, 1]
+    with pytest.raises(ValueError, match="empty"):
+        chokepoint.fuse("np.argmax(a + 1)")(a=np.zeros(0))
+    with pytest.raises(FuseError, match="out=b"):
+        chokepoint.fuse("np.argmax(a, out=b)")(a=np.ones(3), b=np.ones(3))

@@ -342,9 +342,11 @@ def _reduce(p: codegen.Plan, leaves: list, weak: list, shape: tuple, values: dic
     """``p``'s reduction: by the reduction kernel where its operands take the kernel's
     layouts (:func:`_reduce_layout`; partials per leaf of its buffer, reduced here by NumPy);
     else NumPy's reduction of the fused values in a C-ordered array."""
-    from .trace import REDUCTIONS
+    from .trace import NUMPY_REDUCED, REDUCTIONS
 
     how = {"axis": p.axis, "keepdims": p.keepdims}
+    if p.reduce in NUMPY_REDUCED:
+        return REDUCTIONS[p.reduce](_run(p.elementwise, values, None), **how)
     if p.axis is not None:
         if not shape:
             raise np.exceptions.AxisError(p.axis, 0)

@@ -82,7 +82,10 @@ _FLOATING = (np.dtype(np.float32), np.dtype(np.float64))
 
 #: reductions over all elements that fuse computes: name -> NumPy's function
 REDUCTIONS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod,
-              "any": np.any, "all": np.all}
+              "any": np.any, "all": np.all, "argmax": np.argmax, "argmin": np.argmin}
+#: reductions NumPy computes from the fused values (no kernel of their own): the elementwise
+#: chain is one pass into an array, then NumPy's reduction (its first-occurrence and NaN rules)
+NUMPY_REDUCED = frozenset({"argmax", "argmin"})
 _REDUCING = {**{f: name for name, f in REDUCTIONS.items()}, np.amax: "max", np.amin: "min"}
 
 
@@ -242,7 +245,8 @@ def _reduction_args(kind: str, args: tuple, kwargs: dict, where: str) -> tuple:
     args = args[len(positional):]
     axis, keepdims = kwargs.pop("axis", None), kwargs.pop("keepdims", False)
     given = [*(repr(a) for a in args if a is not None),
-             *(f"{k}={v!r}" for k, v in kwargs.items() if v is not None)]
+             *(f"{k}={v.name or 'an array' if isinstance(v, Node) else repr(v)}"
+               for k, v in kwargs.items() if v is not None)]
     if axis is not None and (isinstance(axis, bool) or not isinstance(axis, (int, np.integer))):
         given.append(f"axis={axis!r}")
     if given:
