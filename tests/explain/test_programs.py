@@ -189,3 +189,12 @@ def test_pairwise_distances_by_broadcasting_are_rewritten_to_a_matrix_product(ro
     honest(e)
     assert e.rewrite["distances"] and e.rewrite["speedup"] > 1.5
     assert "(X @ C.T)" in e.rewrite["statement"]
+
+
+def test_a_count_written_as_a_sum_is_rewritten_in_the_statements_own_line(roof):
+    # no kernel, fused chain or distances compute a scalar count: the line patterns do
+    e = run("mask.sum()", "mask = np.random.default_rng(0).random(3_000_000) < 0.3", roof)
+    honest(e)
+    assert e.rewrite is None
+    found = [r for r in e.line_rewrites if r["statement"] == "np.count_nonzero(mask)"]
+    assert found and found[0]["speedup"] > 2 and found[0]["values"] == "same values"

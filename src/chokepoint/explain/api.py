@@ -776,8 +776,11 @@ def _explained(stmt: Statement, setup: str, base: dict, state: UserState, roof: 
         state.restore()
         rows, elements, evidence = probe_operations(tr, result, timing.median, roof, settings,
                                                       model)
-        captures = [c for c in tr.lines
-                    if not (stmt.is_expression and c.filename == stmt.filename)]
+        # an expression's own line is the statement's rewrite's, when it has one (the line
+        # patterns would time a part of it again); without one, a count written as a sum
+        # or the first k of a sort is still found in it
+        captures = [c for c in tr.lines if not (
+            stmt.is_expression and c.filename == stmt.filename and rewrite is not None)]
         try:
             in_lines = line_rewrites(captures, min_time=settings.min_time)
         except MemoryError:
