@@ -459,8 +459,10 @@ def measured_rewrite(statement: Statement, namespace, inputs, result, total: flo
     if found is None:
         distances = find_distances(inputs, result)
         if distances is not None:
-            return _distances_rewrite(statement, namespace, distances, result, total, roof,
-                                      min_time)
+            found_distances = _distances_rewrite(statement, namespace, distances, result, total,
+                                                 roof, min_time)
+            if found_distances[0] is not None:
+                return found_distances
         return _fused_rewrite(statement, namespace, result, total, roof, min_time, tr)
 
     statement_fn = statement.function(dict(namespace))

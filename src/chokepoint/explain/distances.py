@@ -11,9 +11,11 @@ the result's rows and columns are tried, in both orders, squared and under a squ
 (``np.linalg.norm(X[:, None] - C, axis=-1)``).
 
 The expanded form rounds differently: its error is a few ulp of ``|x|^2 + |c|^2``, not of the
-distance, so the distance between two nearby points far from the origin keeps only absolute
-accuracy. A candidate is accepted when it is that close to the statement's values everywhere,
-and the rewrite says so.
+distance, so the distances between nearby points far from the origin (coordinates in metres,
+timestamps) lose their digits, and a distance that should be 0 is not (a square root makes
+that error about the square root of an ulp). A candidate is accepted only when it is within
+:data:`TOLERANCE_ULP` ulp of the largest of the statement's own values everywhere (the rule the
+fused rewrites keep, with room for ``d`` products), and the rewrite says so.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["TOLERANCE_EPS", "Distances", "find_distances"]
+from .rewrite import max_ulp
 
-#: the expanded form may differ from the statement by this many machine epsilons (per
-#: coordinate, plus two) of ``|x|^2 + |c|^2``: the rounding of the sums and the product
-TOLERANCE_EPS = 8
+__all__ = ["TOLERANCE_ULP", "Distances", "find_distances"]
+
+#: the expanded form may differ from the statement's values by this many ulp of their largest
+#: magnitude, per coordinate plus two (the rounding of the sums and the product)
+TOLERANCE_ULP = 8
 #: rows of the result compared first, before the whole result is computed
 _LOOK_ROWS = 64
 
@@ -44,8 +48,8 @@ class Distances:
     call : callable
         Computes it on the user's inputs.
     error : float
-        Its largest difference from the statement's squared distances, relative to
-        ``|x|^2 + |c|^2`` of the same pair.
+        Its largest difference from the statement's values, in ulp of their largest magnitude
+        (see :func:`chokepoint.explain.rewrite.max_ulp`).
     root : bool
         Whether the statement's values are distances (a square root), not squared distances.
     """
@@ -58,8 +62,8 @@ class Distances:
     @property
     def values(self) -> str:
         """How its values compare with the statement's, as the reports say it."""
-        return (f"values within {self.error:.1g} of |x|^2 + |c|^2 of each pair (the expanded "
-                "form loses digits between nearby points far from the origin)")
+        return (f"values within {self.error:.2g} ulp of the largest (a pair of nearby points "
+                "keeps that absolute error, not its own digits)")
 
 
 def _code(a: str, b: str, root: bool) -> str:
@@ -74,25 +78,16 @@ def _squared(x: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.maximum((x * x).sum(axis=1)[:, None] - 2 * (x @ c.T) + (c * c).sum(axis=1), 0)
 
 
-def _error(x: np.ndarray, c: np.ndarray, ours: np.ndarray, theirs: np.ndarray) -> float:
-    """Largest ``|ours - theirs|`` relative to ``|x|^2 + |c|^2`` of each pair (0 for zeros)."""
-    scale = (x * x).sum(axis=1)[:, None] + (c * c).sum(axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rel = np.abs(ours - theirs) / scale
-    rel = np.where(scale > 0, rel, np.where(ours == theirs, 0.0, np.inf))
-    return float(rel.max()) if rel.size else 0.0
-
-
 def _matches(x, c, theirs, root: bool, tolerance: float) -> float | None:
-    """The error of the expanded form against ``theirs`` (squared first when ``root``), or
-    None where it is not within ``tolerance``."""
+    """The error of the expanded form against ``theirs`` in ulp of its largest magnitude
+    (:func:`~chokepoint.explain.rewrite.max_ulp`), or None where it is over ``tolerance``."""
     with np.errstate(all="ignore"):
         ours = _squared(x, c)
         if root:
-            theirs = theirs.astype(np.float64) ** 2
+            ours = np.sqrt(ours)
     if not np.all(np.isfinite(theirs)):
         return None
-    error = _error(x, c, ours, theirs)
+    error = max_ulp(ours.astype(theirs.dtype, copy=False), theirs)
     return error if error <= tolerance else None
 
 
@@ -114,14 +109,14 @@ def find_distances(inputs: dict[str, np.ndarray], result) -> Distances | None:
     points = {name: a for name, a in inputs.items()
               if isinstance(a, np.ndarray) and a.ndim == 2 and a.dtype == result.dtype
               and a.shape[1] > 0}
-    tolerance = TOLERANCE_EPS * np.finfo(result.dtype).eps
     for (a, x), (b, c) in itertools.product(points.items(), repeat=2):
         if x.shape[0] != n or c.shape[0] != k or x.shape[1] != c.shape[1]:
             continue
-        bound = tolerance * (x.shape[1] + 2)
+        bound = TOLERANCE_ULP * (x.shape[1] + 2)
         for root in (False, True):
             # a look at the first rows, then the whole result
-            if _matches(x[:_LOOK_ROWS], c, result[:_LOOK_ROWS], root, bound) is None:
+            # (its ulp are of its own largest value, smaller than the whole's: room for that)
+            if _matches(x[:_LOOK_ROWS], c, result[:_LOOK_ROWS], root, 16 * bound) is None:
                 continue
             error = _matches(x, c, result, root, bound)
             if error is None:
