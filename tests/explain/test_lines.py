@@ -2,9 +2,10 @@
 
 import ast
 
+import numpy as np
 import pytest
 
-from chokepoint.explain.lines import _patterns, _summed, _top_k
+from chokepoint.explain.lines import LineCapture, _check, _patterns, _summed, _top_k
 
 
 def _node(code):
@@ -51,3 +52,21 @@ def test_a_line_holds_each_of_its_patterns():
     patterns = _patterns(ast.parse("n = (np.argsort(D)[:, :3] > 0).sum()"))
     assert [p.original for p in patterns] == ["(np.argsort(D)[:, :3] > 0).sum()",
                                               "np.argsort(D)[:, :3]"]
+
+
+@pytest.mark.parametrize("code, shape", [
+    ("n = np.argsort(D)[:5]", (3000, 400)),  # the first rows of a 2-D sort, not k per row
+    ("n = np.argsort(D)[:, :5]", (20, 30, 400)),  # axis 1 of three
+    ("n = np.argsort(f())[:, :5]", (3000, 400)),  # a call: the proposal would make it twice
+    ("n = [np.argsort(D)[:, :5] for _ in range(2)]", (3000, 400)),  # not hoisted out of a loop
+    ("n = np.argsort(D)[:, :5] if c else None", (3000, 400)),  # nor out of a condition
+    ("n = np.argsort(D)[:, :300]", (3000, 400)),  # most of the row: a sort it is
+])
+def test_a_sort_whose_first_k_cannot_be_partitioned_is_left_alone(code, shape):
+    # each refused before anything is timed
+    d = np.random.default_rng(0).random(shape)
+    env = {"D": d, "np": np, "f": lambda: d, "c": True}
+    patterns = [p for p in _patterns(ast.parse(code)) if p.top is not None]
+    assert patterns
+    capture = LineCapture("f.py", 1, code, patterns, env)
+    assert all(_check(capture, p, min_time=0.001) is None for p in patterns)

@@ -226,20 +226,79 @@ class _Replace(ast.NodeTransformer):
         return super().generic_visit(node)
 
 
+#: where a pattern's code cannot be hoisted into a statement before its line: it runs
+#: conditionally, or once per item, or not at all
+_NOT_HOISTED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.IfExp,
+                ast.BoolOp)
+
+
+def _plain(node: ast.expr) -> bool:
+    """An expression without calls (evaluating it twice does the same work, changes nothing)."""
+    return not any(isinstance(n, (ast.Call, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom))
+                   for n in ast.walk(node))
+
+
+def _hoistable(line: ast.Module, target: ast.AST) -> bool:
+    """Whether ``target`` runs exactly once whenever its one-statement ``line`` runs."""
+    if len(line.body) != 1 or not isinstance(
+            line.body[0], (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return)):
+        return False
+    parents = {child: node for node in ast.walk(line) for child in ast.iter_child_nodes(node)}
+    node = target
+    while node in parents:
+        node = parents[node]
+        if isinstance(node, _NOT_HOISTED):
+            return False
+    return True
+
+
 def _check_top(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
     """``np.argsort(a)[..., :k]`` against a partition and a sort of the ``k`` found: the same
-    values of ``a`` at the indices, in the same order (which of equal values, may differ)."""
+    values of ``a`` at the indices, in the same order (which of equal values, may differ).
+    The two lines proposed are themselves run and checked against the user's expression."""
+    a_node, k_node = p.operands["a"], p.operands["k"]
+    if not (isinstance(a_node, (ast.Name, ast.Attribute, ast.Subscript)) and _plain(a_node)
+            and _plain(k_node)):
+        return None  # the proposal evaluates a twice: only names and views of them
     try:
+        line = ast.parse(capture_.code)
         a, k, axis = (eval(compile(ast.fix_missing_locations(ast.Expression(p.operands[n])),
                                    "<pattern>", "eval"), capture_.env) if n in p.operands
                       else -1 for n in ("a", "k", "axis"))
     except Exception:  # the user's code cannot be re-run here: skip it
         return None
-    if not isinstance(a, np.ndarray) or a.ndim == 0 or not isinstance(k, (int, np.integer)) \
+    target = next((n for n in ast.walk(line) if isinstance(n, ast.Subscript)
+                   and ast.unparse(n) == p.original), None)
+    parts = p.top.slice.elts if isinstance(p.top.slice, ast.Tuple) else [p.top.slice]
+    if target is None or not _hoistable(line, target) or type(a) is not np.ndarray \
+            or a.ndim != len(parts) or not isinstance(k, (int, np.integer)) \
             or not isinstance(axis, (int, np.integer)) or axis % a.ndim != a.ndim - 1 \
             or not 0 < k < a.shape[-1] // 4:
         return None
     k = int(k)
+    taken = set(capture_.env) | {n.id for n in ast.walk(line) if isinstance(n, ast.Name)}
+    name = "part"
+    while name in taken:
+        name = "_" + name
+    a_code, k_code = ast.unparse(a_node), ast.unparse(k_node)
+    kth = (str(k - 1) if isinstance(k_node, ast.Constant) else f"{k_code} - 1"
+           if isinstance(k_node, ast.Name) else f"({k_code}) - 1")
+    first = f"{name} = np.argpartition({a_code}, {kth}, axis=-1)[..., :{k_code}]"
+    ordered_code = (f"np.take_along_axis({name}, np.argsort(np.take_along_axis({a_code}, "
+                    f"{name}, axis=-1), axis=-1), axis=-1)")
+    try:  # the proposal as written, on the user's values, against the user's expression
+        scope = {**capture_.env, "np": np}
+        exec(compile(first, "<pattern>", "exec"), scope)
+        ours = eval(compile(ordered_code, "<pattern>", "eval"), scope)
+        theirs = eval(compile(ast.fix_missing_locations(ast.Expression(p.top)), "<pattern>",
+                              "eval"), dict(capture_.env))
+    except Exception:
+        return None
+    if not (isinstance(ours, np.ndarray) and isinstance(theirs, np.ndarray)
+            and ours.shape == theirs.shape and np.array_equal(
+                np.take_along_axis(a, ours, -1), np.take_along_axis(a, theirs, -1),
+                equal_nan=a.dtype.kind in "fc")):
+        return None
 
     def original():
         return np.argsort(a, axis=-1)[..., :k]
@@ -249,30 +308,10 @@ def _check_top(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | No
         return np.take_along_axis(part, np.argsort(np.take_along_axis(a, part, -1), axis=-1),
                                   -1)
 
-    theirs, ours = original(), rewritten()
-    kind = a.dtype.kind
-    if not np.array_equal(np.take_along_axis(a, ours, -1), np.take_along_axis(a, theirs, -1),
-                          equal_nan=kind in "fc"):
-        return None
     before, after = measure_interleaved([original, rewritten], min_time=min_time, repeats=5)
     if after.median * FASTER > before.median:
         return None
-    taken = set(capture_.env) | {n.id for n in ast.walk(ast.parse(capture_.code))
-                                 if isinstance(n, ast.Name)}
-    name = "part"
-    while name in taken:
-        name = "_" + name
-    a_code, k_code = ast.unparse(p.operands["a"]), ast.unparse(p.operands["k"])
-    kth = str(k - 1) if isinstance(p.operands["k"], ast.Constant) else f"{k_code} - 1"
-    first = f"{name} = np.argpartition({a_code}, {kth}, axis=-1)[..., :{k_code}]"
-    ordered = ast.parse(f"np.take_along_axis({name}, np.argsort(np.take_along_axis({a_code}, "
-                        f"{name}, axis=-1), axis=-1), axis=-1)", mode="eval").body
-    line = ast.parse(capture_.code)
-    target = next((n for n in ast.walk(line) if isinstance(n, ast.Subscript)
-                   and ast.unparse(n) == p.original), None)
-    if target is None:
-        return None
-    second = ast.unparse(_Replace(target, ordered).visit(line))
+    second = ast.unparse(_Replace(target, ast.parse(ordered_code, mode="eval").body).visit(line))
     same = np.array_equal(ours, theirs)
     return {"source": f"{capture_.filename}:{capture_.line}", "code": capture_.code,
             "replaces": p.original, "statement": f"{first}\n{second}",
