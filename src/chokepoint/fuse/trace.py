@@ -368,6 +368,10 @@ class Graph:
         x = self.operand(x, where)
         if x.weak or x.op == "scalar" or (x.op == "reduce" and x.value[1] is None):
             raise FuseError(f"a reduction of a scalar cannot be fused{where}")
+        if x.op == "reduce":  # a plan reduces its own elementwise values, once
+            raise FuseError(f"a reduction of a reduction ({x.value[0]} along axis "
+                            f"{x.value[1]}) cannot be fused: reduce in NumPy what fuse "
+                            f"returns{where}")
         if kind == "norm":  # NumPy: sqrt of the sum of squares, in floating point
             if np.dtype(x.dtype).kind != "f":
                 x = self.ufunc(np.multiply, (x, 1.0), where)
