@@ -179,3 +179,25 @@ def test_a_comprehension_is_one_execution_of_its_line(tmp_path):
             if name == str(path)}
     assert hits[3] == 1 and hits[4] == 1
     assert recorder.lines[str(path), 3].ns > 0
+
+
+def test_the_same_function_in_two_files_is_two_rows_each(tmp_path):
+    # code objects compare by content: two files' identical function were one row
+    source = "def f(x):\n    y = x + 1\n    return y\n"
+    scopes = []
+    for name in ("a.py", "b.py"):
+        path = _write(tmp_path, source, name)
+        scope = {}
+        exec(compile(path.read_text(), str(path), "exec"), scope)
+        scopes.append(scope)
+    recorder = Recorder(include=(str(tmp_path),))
+    recorder.start()
+    try:
+        for _ in range(3):
+            scopes[0]["f"](1)
+        for _ in range(5):
+            scopes[1]["f"](1)
+    finally:
+        recorder.stop()
+    hits = {(os.path.basename(f), line): s.hits for (f, line), s in recorder.lines.items()}
+    assert hits[("a.py", 2)] == 3 and hits[("b.py", 2)] == 5

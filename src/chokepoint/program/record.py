@@ -256,7 +256,7 @@ class Recorder:
         self._maps: dict[str, SourceMap] = {}
         self._user: dict[object, bool] = {}
         self._stack: list[list] = []  # entries made by _entry
-        self._code_lines: dict[object, dict[int, LineStat]] = {}
+        self._code_lines: dict[int, tuple[object, dict[int, LineStat]]] = {}
         self._previous = None
         self.wall_ns = 0
         self._t0 = 0
@@ -308,10 +308,12 @@ class Recorder:
         capture, (ns, peak) at a first execution's start, its code's line -> LineStat cache,
         whether it is a comprehension's frame]."""
         code = frame.f_code
-        by_line = self._code_lines.get(code)
-        if by_line is None:
-            by_line = self._code_lines[code] = {}
-        return [frame, None, -1, 0, None, None, by_line, code.co_name in COMPREHENSIONS]
+        # by identity: code objects compare by content, and two files' same function (same
+        # lines) are one key otherwise; the code is kept alive with its cache
+        found = self._code_lines.get(id(code))
+        if found is None or found[0] is not code:
+            found = self._code_lines[id(code)] = (code, {})
+        return [frame, None, -1, 0, None, None, found[1], code.co_name in COMPREHENSIONS]
 
     def _stat_at(self, filename: str, lineno: int) -> LineStat:
         """The statement holding line ``lineno`` of ``filename`` (made on its first event)."""
