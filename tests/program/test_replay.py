@@ -19,6 +19,8 @@ def _replay(code, **values):
     ("y[:, j] += x[:, j]", False),  # an update
     ("y[:, j] = y[:, j] * 0.5", False),
     ("y[:] = np.roll(y, 1)", False),
+    ("y[y < 3] = 0", False),  # the same values again, but no work the second time
+    ("y[:, j] = np.abs(y[:, j])", False),
 ])
 def test_a_statement_that_repeats_the_same_values_is_found(code, same):
     shape = (3, 4) if code.startswith("y[:, j]") else (2, 3, 4)
@@ -43,3 +45,19 @@ def test_a_column_loop_is_strided_access(tmp_path, roof):
     report = run_program(str(path), roof=roof, budget_s=20)
     line = next(r for r in report.to_dict()["lines"] if r["source"].endswith("prog.py:5"))
     assert line["cause"] == "strided-access", line["causes"]
+
+
+@pytest.mark.parametrize("code, apart", [
+    ("y[:, j] = 2 * x[:, j + 1] + y[:, j + 1]", True),
+    ("d[:, :, k] = u[:, :, k] * c", True),
+    ("y[y < 0] = 0", False),
+    ("y[:, j] = y[:, j] + 1", False),
+    ("y[:, j] = y.sum(axis=1)", False),
+    ("y[:] = x", True),
+    ("y += x", False),
+    ("y.sort()", False),
+    ("z = y[:, 1]", False),
+])
+def test_a_statement_writes_apart_from_what_it_reads(code, apart):
+    from chokepoint.program.replay import writes_apart
+    assert writes_apart(Statement.parse(code).tree) is apart

@@ -34,7 +34,7 @@ from ..measure import statements as _statements
 from .record import LineStat, user_file
 
 __all__ = ["GROWERS", "Replay", "ReplayError", "grown_name", "is_simple_name_assign", "prepare",
-           "reused_memory", "run_once", "side_effect", "timed_under"]
+           "reused_memory", "run_once", "side_effect", "timed_under", "writes_apart"]
 
 
 class ReplayError(RuntimeError):
@@ -64,6 +64,30 @@ def replay_source(stat: LineStat) -> str:
         if text:
             return text
     raise ReplayError(f"a {kind or 'statement'} is not replayed on its own")
+
+
+def writes_apart(tree: ast.Module) -> bool:
+    """Whether a statement is ``t[index] = value`` where ``index`` does not read ``t`` and
+    ``value`` reads ``t`` only through other subscripts (``y[:, j] = a * y[:, j + 1]``): what it
+    writes, it does not read, so that a second run does the same work on the same values."""
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.Assign):
+        return False
+    node = tree.body[0]
+    if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Subscript) \
+            or not isinstance(node.targets[0].value, ast.Name):
+        return False
+    name, index = node.targets[0].value.id, ast.unparse(node.targets[0].slice)
+    if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.targets[0].slice)):
+        return False
+    parents = {child: parent for parent in ast.walk(node.value)
+               for child in ast.iter_child_nodes(parent)}
+    for n in ast.walk(node.value):
+        if isinstance(n, ast.Name) and n.id == name:
+            parent = parents.get(n)
+            if not (isinstance(parent, ast.Subscript) and parent.value is n
+                    and ast.unparse(parent.slice) != index):
+                return False
+    return True
 
 
 def _same_values(a: np.ndarray, b: object) -> bool:
@@ -102,6 +126,8 @@ class Replay:
         may then be timed run after run, as its loop runs it, without restoring its arrays in
         between (a restore copies whole arrays, and the statement then reads from memory what
         it read from the cache in the program). ``ns`` is restored afterwards."""
+        if not writes_apart(self.statement.tree):
+            return False  # x[x < 0] = 0 leaves the same values and does no work the 2nd time
         restore = self.restorer(ns)
         arrays = self.arrays(ns)
         try:
@@ -110,6 +136,8 @@ class Replay:
             once = {k: v.copy() for k, v in arrays.items() if not _same_values(v, self.pristine[k])}
             fn()
             return all(_same_values(arrays[k], v) for k, v in once.items())
+        except Exception:  # its second run, unrestored, failed: restored between runs it is
+            return False
         finally:
             restore()
 
