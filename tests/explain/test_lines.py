@@ -43,15 +43,15 @@ def test_sums_over_all_elements_are_found(code, summed):
     assert ast.unparse(_summed(_node(code))) == summed
 
 
-@pytest.mark.parametrize("code", ["x.sum(axis=0)", "np.sum(x, 1)", "x.sum(dtype=int)"])
-def test_sums_along_an_axis_are_not(code):
+@pytest.mark.parametrize("code", ["x.sum(axis=0)", "np.sum(x, 1)", "x.sum(dtype=int)",
+                                  "model.step(x).sum()", "np.sum(f(x) > 0)"])
+def test_sums_along_an_axis_or_of_calls_are_not(code):
     assert _summed(_node(code)) is None
 
 
 def test_a_line_holds_each_of_its_patterns():
-    patterns = _patterns(ast.parse("n = (np.argsort(D)[:, :3] > 0).sum()"))
-    assert [p.original for p in patterns] == ["(np.argsort(D)[:, :3] > 0).sum()",
-                                              "np.argsort(D)[:, :3]"]
+    patterns = _patterns(ast.parse("n = (a > 0).sum() * np.argsort(D)[:, :3]"))
+    assert sorted(p.original for p in patterns) == ["(a > 0).sum()", "np.argsort(D)[:, :3]"]
 
 
 @pytest.mark.parametrize("code, shape", [
@@ -70,3 +70,9 @@ def test_a_sort_whose_first_k_cannot_be_partitioned_is_left_alone(code, shape):
     assert patterns
     capture = LineCapture("f.py", 1, code, patterns, env)
     assert all(_check(capture, p, min_time=0.001) is None for p in patterns)
+
+
+def test_a_count_whose_integer_is_used_as_numpys_is_not_a_pattern():
+    assert not _patterns(ast.parse("n = mask.sum().item()"))
+    assert not _patterns(ast.parse("n = np.sum(mask).astype(float)"))
+    assert [p.original for p in _patterns(ast.parse("n = mask.sum() + 1"))] == ["mask.sum()"]

@@ -24,6 +24,9 @@ def test_an_array_grown_from_itself_is_found(code, name):
     "x = x + 1",
     "x[0] = np.concatenate([x, y])[0]",
     "x = np.concatenate(",  # a line of a longer statement
+    "x = np.vstack([x[1:], new])",  # a window of fixed size
+    "x = np.concatenate([x[keep], y])",  # drops as it adds
+    "x = np.hstack([np.sin(x), y])",
 ])
 def test_other_lines_are_not_grown(code):
     assert grown_name(code) is None

@@ -72,16 +72,26 @@ def _compare_zero(node: ast.expr, ops: tuple[type, ...]) -> ast.expr | None:
     return None
 
 
+#: what the receiver of a count's sum may be made of: names, views, comparisons, logic (no
+#: call: the check evaluates it again)
+_COUNTED = (ast.Name, ast.Attribute, ast.Subscript, ast.Compare, ast.BinOp, ast.UnaryOp,
+            ast.Constant, ast.Slice, ast.Tuple, ast.Load, ast.operator, ast.cmpop,
+            ast.unaryop)
+
+
 def _summed(node: ast.expr) -> ast.expr | None:
-    """``E`` of ``E.sum()`` or ``np.sum(E)`` (over all elements, no other argument)."""
+    """``E`` of ``E.sum()`` or ``np.sum(E)`` (over all elements, no other argument), where
+    ``E`` makes no call."""
     if not isinstance(node, ast.Call) or node.keywords:
         return None
     if isinstance(node.func, ast.Attribute) and node.func.attr == "sum" and not node.args \
             and not _is_np(node.func, "sum"):
-        return node.func.value
-    if _is_np(node.func, "sum") and len(node.args) == 1:
-        return node.args[0]
-    return None
+        summed = node.func.value
+    elif _is_np(node.func, "sum") and len(node.args) == 1:
+        summed = node.args[0]
+    else:
+        return None
+    return summed if all(isinstance(n, _COUNTED) for n in ast.walk(summed)) else None
 
 
 def _top_k(node: ast.expr) -> tuple[ast.expr, ast.expr, ast.expr | None] | None:
@@ -112,12 +122,14 @@ def _top_k(node: ast.expr) -> tuple[ast.expr, ast.expr, ast.expr | None] | None:
 
 def _patterns(tree: ast.AST) -> list[_Pattern]:
     found = []
+    # a NumPy integer's attributes (b.sum().item(), .astype) are not a Python int's
+    read_on = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     for node in ast.walk(tree):
         if (top := _top_k(node)) is not None:
             # a whole sort for its first k: a partition finds them, a sort of k orders them
             operands = {"a": top[0], "k": top[1]} | ({"axis": top[2]} if top[2] else {})
             found.append(_Pattern("top", operands, original=ast.unparse(node), top=node))
-        elif (summed := _summed(node)) is not None:
+        elif id(node) not in read_on and (summed := _summed(node)) is not None:
             # NumPy sums booleans by converting each to an integer; count_nonzero counts them
             found.append(_Pattern("b.sum()", {"b": summed}, original=ast.unparse(node),
                                   count=True))
@@ -198,8 +210,8 @@ def _check_count(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | 
         b = eval(compile(expression, "<pattern>", "eval"), capture_.env)
     except Exception:  # the user's code cannot be re-run here: skip it
         return None
-    if not isinstance(b, np.ndarray) or b.dtype != np.bool_ or b.size == 0:
-        return None
+    if type(b) is not np.ndarray or b.dtype != np.bool_ or b.size == 0:
+        return None  # a masked array's sum leaves its masked elements out
     if int(b.sum()) != np.count_nonzero(b):
         return None
     before, after = measure_interleaved([b.sum, lambda: np.count_nonzero(b)],

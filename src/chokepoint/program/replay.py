@@ -496,6 +496,9 @@ def grown_name(code: str) -> str | None:
             and call.func.attr in GROWERS and isinstance(call.func.value, ast.Name)
             and call.func.value.id in ("np", "numpy")):
         return None
-    read = {n.id for arg in call.args for n in ast.walk(arg)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    return name if name in read else None
+    # x itself, whole, among the parts: x = np.vstack([x[1:], new]) is a window of fixed
+    # size, x = np.concatenate([x[keep], y]) drops as it adds
+    first = call.args[0] if call.args else None
+    parts = first.elts if isinstance(first, (ast.List, ast.Tuple)) else \
+        call.args[:1] if call.func.attr == "append" else []
+    return name if any(isinstance(p, ast.Name) and p.id == name for p in parts) else None
