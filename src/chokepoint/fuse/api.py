@@ -112,6 +112,10 @@ class Fused:
             inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None)])
         self._traces: dict[tuple, tuple] = {}
         self._lock = threading.Lock()
+        # a call naming every argument by keyword, none with a default, needs no binding
+        plain = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                    and p.default is p.empty for p in signature.parameters.values())
+        self._keywords = frozenset(signature.parameters) if plain else None
 
     def __repr__(self) -> str:
         return f"chokepoint.fuse({self.code})"
@@ -138,12 +142,15 @@ class Fused:
 
     # ------------------------------------------------------------------------------ calling
     def __call__(self, *args, out=None, **kwargs):
-        try:
-            bound = self._signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise TypeError(f"{self!r}: {exc}") from None
-        bound.apply_defaults()
-        values = dict(bound.arguments)
+        if not args and self._keywords is not None and kwargs.keys() == self._keywords:
+            values = {n: kwargs[n] for n in self._signature.parameters}  # the signature's order
+        else:
+            try:
+                bound = self._signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise TypeError(f"{self!r}: {exc}") from None
+            bound.apply_defaults()
+            values = dict(bound.arguments)
         if any(type(v).__module__.startswith("dask") for v in values.values()):
             return self._on_dask(values, out)
         values = {n: _value(v) for n, v in values.items()}
