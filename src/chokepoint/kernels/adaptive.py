@@ -1,9 +1,9 @@
 """Choosing serial or parallel per call, from the times the calls themselves took.
 
 A parallel kernel waits for its slowest thread. When another process keeps a core busy, that
-thread gets the core only at the scheduler's next time slice: on a 2-core machine with a busy
-core, ``relu`` on 1e5 elements took 8 ms in parallel against 0.08 ms serially (numpy's one
-thread). No constant threshold and no tuning run foresees that; the calls can measure it.
+thread gets the core only at the scheduler's next time slice, and a parallel call can take many
+times a serial one. No constant threshold and no tuning run foresees that; the calls can
+measure it.
 
 :class:`Chooser` keeps, per kernel and size class (a power of two), the seconds per element of
 each variant it ran: its mean call over the last few decisions (:data:`WINDOW`). It runs the
@@ -18,21 +18,16 @@ depends on the CPU, the kernel and the output, and whether LLVM vectorises a fus
 unrolled streaming lanes on the expression.
 
 A call's time depends on the variant that ran before it: after serial calls, the input is in
-one core's cache and the thread pool's threads sleep. ``relu_grad`` on 1e5 float32 took 8 us in
-parallel call after call, but 42-63 us as the first parallel call after serial ones (17-21 us
-with the threads woken first: the other half of the input was in the other core's L2). So the
-first call of a variant after another one ran is not timed; the next call chooses again, and
-is. Where the calls are short, the first :data:`WARM` calls after a switch are not counted at
-all, and a stale variant is re-measured over :data:`SAMPLE` calls after them (its first calls
-after the other variant's measured 2-3x its steady time on 1e5 elements, and counted, they kept
-whichever variant was running: serial for 119 of 120 timed relu_grad calls on 1e5 float32,
-at 8.9 us where the parallel kernel took 6.5).
+one core's cache and the thread pool's threads sleep. So the first call of a variant after
+another one ran is not timed; the next call chooses again, and is. Where the calls are short,
+the first :data:`WARM` calls after a switch are not counted at all, and a stale variant is
+re-measured over :data:`SAMPLE` calls after them (counted, those cold first calls kept
+whichever variant was running).
 
 A fresh figure (the first for a variant, or the first after it went stale) takes two calls and
 keeps the faster of them, and a variant that lost on one call is run once more: one slow call
-(the first touch of a new output array on a VM: 25 ms for 8 MB, against 0.3 ms per later call)
-would otherwise have kept the parallel kernel off until it went stale, and the serial one ran at
-half its speed meanwhile (the matrix's ``relu out=`` row, 0.21x at 2e6 float32).
+(the first touch of a new output array on a VM) would otherwise keep the parallel kernel off
+until it went stale.
 """
 
 from __future__ import annotations
@@ -44,39 +39,27 @@ __all__ = ["BUDGET", "PERIOD", "PERIOD_CAP", "PERIOD_MAX", "SAMPLE", "SETTLE_CAL
            "STALE", "WARM", "WINDOW", "Chooser", "settle"]
 
 #: a variant's figure older than this (seconds) is measured again (:data:`BUDGET` bounds what
-#: it costs). 2 s held a figure taken in a slow moment (a parallel call at 29 us on 1e5
-#: float32 elements, against 7.8 us call after call) through a whole benchmark cell; so did
-#: 0.5 s: the first exploration's two cold single calls (18.7 and 12.8 us) kept relu_grad on
-#: 1e5 float32 serial (7.9 us a call) where the parallel kernel took 6.0 us. Re-measuring
-#: costs WARM + SAMPLE calls of the loser: 0.2% of the time on 1e5 elements every 50 ms
+#: it costs): short enough that a figure taken in a slow moment does not last a benchmark cell
 STALE = 0.05
 #: one call in this many per kernel and size class is chosen and timed (see Chooser.decide)
 SAMPLE = 8
-#: or one in as many as take this long (seconds), when that is more. A decision runs in
-#: Python: 3-5 us with warm caches, but after a call that streamed megabytes through the caches
-#: the Python path, decide and record run cold: relu on 2e6 float32, a decision's call took
-#: 213 us against 142 for the C path's calls, and on float64 717 against 563 (decide alone
-#: 26 and 48 us). With 1 ms, a decision every 8 calls cost the matrix's 2e6 cells 5-8% against
-#: torch. Each untimed call is timed all the same (see Chooser.plan), so a longer period only
-#: delays a switch to its end: with 10 ms, relu on 2e6 float32 beside a busy core ran at
-#: 0.77-0.80x the serial kernel in three runs, with 3 ms 0.82-0.94x (busy_core.py)
+#: or one in as many as take this long (seconds), when that is more: a decision runs in Python,
+#: cold after a call that streamed megabytes, so it must be rare; a longer period only delays
+#: a switch (each untimed call is timed all the same, see Chooser.plan)
 PERIOD = 5e-3
 #: a period ends early once its calls have taken this long (seconds; the C path, the fast path
 #: and the launcher check it as they count a call): its length is counted in calls, from the
-#: figure, and calls that became 1000x slower (a parallel kernel waiting for a busy core's time
-#: slice, 7 ms against 7 us on 1e5 elements) held one for seconds (busy_core.py: 7 ms a call)
+#: figure, and calls that became far slower (a parallel kernel waiting for a busy core's time
+#: slice) would otherwise hold one for seconds
 PERIOD_MAX = 2 * PERIOD
 #: a variant whose SAMPLE calls take less than this (seconds) is re-measured over SAMPLE calls
-#: after WARM (see _explore_calls); longer ones over one. At 1 ms (PERIOD's old value) a
-#: parallel hardtanh on 2e6 float32 (130 us a call) was re-measured on one call after the
-#: serial kernel's, cold (170-300 us), and lost to serial (250 us) for a whole matrix cell
+#: after WARM (see _explore_calls); longer ones over one, whose cold first call is a small
+#: share of it
 SHORT = 4e-3
 #: a switch to a variant whose calls are short runs this many calls before any is counted
 #: (see the module notes): a parallel kernel's first calls after serial ones wait while its
 #: threads wake and half its data moves to the other core; the serial kernel's first calls
 #: after parallel ones wait for the other half. Counted, they kept whichever variant ran
-#: (relu_grad on 1e5 float32: serial for 119 of 120 timed calls, 8.9 us a call, where the
-#: parallel kernel took 6.5 us call after call)
 WARM = 4
 #: at most this fraction of the time goes to re-measuring the slower variant
 BUDGET = 0.01
@@ -86,7 +69,7 @@ WINDOW = 4
 #: the calls between two decisions count at most this many times the figure they update: a
 #: new dtype's first call compiles its kernel (seconds) or loads it (milliseconds), and only
 #: the timed calls know which call is a first one (:meth:`Chooser.record`); a busy core's
-#: slow calls make a period 4x slower, not 50x
+#: slow calls make a period a few times slower, not this many
 PERIOD_CAP = 50.0
 #: untimed calls that take a kernel through its exploration (see :func:`settle`): with three
 #: candidates the chooser's last call of a losing variant is the 12th and the first call of
@@ -98,12 +81,9 @@ SETTLE_CALLS = 16
 def settle(call: Callable[[], object]) -> None:
     """Call ``call`` :data:`SETTLE_CALLS` times, untimed, before timing it.
 
-    A kernel's first calls in a process compile (or load) each of its variants and try them.
-    Timed among them, one of relu_grad's three repeats on 8e6 float64 took 200 ms against
-    18 ms (the serial variant compiling, a cold cache); on a CI machine explain's origin
-    rewrite measured slower than the statement it replaces, and at 3e7 elements, where a
-    repeat is one call, the benchmark matrix timed exploratory serial calls of ``relu out=``.
-    After these calls, what is timed is the speed a loop of the user's gets.
+    A kernel's first calls in a process compile (or load) each of its variants and try them;
+    timed among them, a repeat measures a compile or an exploratory variant. After these
+    calls, what is timed is the speed a loop of the user's gets.
     """
     for _ in range(SETTLE_CALLS):
         call()
@@ -130,10 +110,9 @@ class Chooser:
         One call in :data:`SAMPLE` per kernel and size class, or in as many as take
         :data:`PERIOD` seconds when that is more, makes the choice (:meth:`choose`) and is
         timed; the calls between run the same variant untimed (by the chooser: see
-        :meth:`plan`). Choosing and recording cost 3-5 us in Python on a 2-core VM with warm
-        caches, and 15-60 us after a call that streamed megabytes through them. A variant
-        run only to be measured (a slower one, re-measured) runs for that one call, or for
-        :data:`SAMPLE` calls when it is stale and its calls are short
+        :meth:`plan`): choosing and recording run in Python, slower than a small kernel. A
+        variant run only to be measured (a slower one, re-measured) runs for that one call,
+        or for :data:`SAMPLE` calls when it is stale and its calls are short
         (:func:`_explore_calls`): then the next call chooses again.
         """
         # the candidates too: the default is this call's (streaming only where this out can
@@ -183,9 +162,9 @@ class Chooser:
         caller may keep it and run those calls itself (the kernels' fast path: a decrement
         and a look-up instead of a call here), decrementing ``calls left`` for each, and call
         :meth:`decide` when it is 0. A caller that times those calls adds each one's seconds
-        to ``seconds`` and 1 to ``calls``: the next decision counts them (a busy core makes 1
-        parallel call in 20 wait 4-8 ms for a time slice, which the one timed call in
-        :data:`SAMPLE` mostly misses)."""
+        to ``seconds`` and 1 to ``calls``: the next decision counts them (a busy core makes a
+        few parallel calls wait for a time slice, which the one timed call in :data:`SAMPLE`
+        mostly misses)."""
         key = (name, n.bit_length(), default, others)
         last = self._last.get(key)
         if last is None:
@@ -244,8 +223,8 @@ class Chooser:
 
     def _add(self, key: tuple, seconds: float, calls: int) -> None:
         """``calls`` calls of ``key`` (kernel, size class, variant) took ``seconds`` per
-        element in all. (Written out plainly: each decision calls this once or twice, and with
-        generator sums a decision cost 8 us.)"""
+        element in all. (Written out plainly: each decision calls this once or twice, and
+        generator sums made a decision slower.)"""
         now = self.clock()
         old = self.figures.get(key)
         if old is None or now - old[1] > STALE:  # nothing recent: the new time replaces it
@@ -254,7 +233,7 @@ class Chooser:
         else:
             entries = self._samples[key]
             if old[2] == 1:  # a fresh figure's second entry: the faster of the two (the
-                # first touch of a new output: one call 80x slower than the ones after it)
+                # first touch of a new output makes one call far slower than the ones after)
                 if seconds * entries[0][1] < entries[0][0] * calls:
                     entries[0] = (seconds, calls)
             else:
@@ -269,12 +248,8 @@ class Chooser:
             made += entry_calls
         # The mean call over the last WINDOW entries (a timed call, or the calls of a
         # decision's period). A busy core makes a few calls very slow: those count by their
-        # share of the calls (a median of three timed calls was blind to it: 1 parallel call
-        # in 20 on 2e6 elements took 4-8 ms, the rest 0.2 ms, and half the time went to
-        # those). One stray call moves the figure by its share of some 30 calls: the moving
-        # average of timed calls that came before let one 2x call keep the parallel kernel
-        # off until it went stale (the benchmark matrix's 1e5 cells ran serial for 377 of
-        # 1092 timed calls, with parallel calls at 9-10 us and serial ones at 11-13).
+        # share of the calls (a median of timed calls is blind to them), and one stray call
+        # moves the figure only by its share of some 30 calls.
         self.figures[key] = (total / made, now, count)
 
 
@@ -291,9 +266,8 @@ def _retry(loser: tuple[float, float, int], winner: tuple[float, float, int], n:
         return True
     # seconds an exploration costs: all the calls it runs, each slower by the difference:
     # short calls, the warm-up and SAMPLE calls; long ones, the untimed first call after the
-    # switch and the two timed calls of a fresh figure. Counting only the timed call let
-    # serial relu-like kernels on 3e7 float32 elements (10.5 ms against 7 ms) run 3 calls
-    # every 0.34 s, inside the benchmark matrix's timed repeats (leaky_relu 0.57x torch)
+    # switch and the two timed calls of a fresh figure (counting only the timed call made
+    # long calls re-measured too often)
     calls = _explore_calls(loser[0] * n)
     runs = calls + WARM if calls > 1 else 3
     extra = (loser[0] - winner[0]) * n * runs
@@ -304,7 +278,6 @@ def _explore_calls(call: float) -> int:
     """How many calls re-measure a losing variant whose calls take ``call`` seconds: one, or
     :data:`SAMPLE` where they are short. A parallel kernel re-measured on 1e5 elements after
     serial calls (or another library's calls) runs while its threads wake and the other half
-    of its data moves to the other core: its first calls measured 2-3x its steady 8 us, and
-    with one or two calls measured, the serial kernel kept winning (the benchmark matrix's
-    cells: forcing parallel gave 0.82-0.88x NumPy where the chooser gave 0.70-0.77x)."""
+    of its data moves to the other core: with one or two of its first calls measured, the
+    serial kernel kept winning."""
     return SAMPLE if call * SAMPLE < SHORT else 1

@@ -222,7 +222,7 @@ def run(kernel: Kernel, arrays: tuple, out, *values):
 # ---------------------------------------------------------------------------------- fast path
 
 _NATIVE = {np.dtype(np.float32), np.dtype(np.float64)}
-#: the mask kernels' zero per native dtype (made once: a NumPy scalar costs 0.6 us)
+#: the mask kernels' zero per native dtype (made once: a NumPy scalar is slow to make)
 _ZERO = {dtype: dtype.type(0) for dtype in _NATIVE}
 #: (kernel name, dtype[, parameter values, their types]) -> (op, serial kernel, constants), or
 #: False where the fast path does not take that dtype or those values; filled on first use
@@ -258,8 +258,8 @@ def _plain_out(arrays: tuple, out, result_dtype) -> np.ndarray | None:
     """Where the fast path writes: ``out``, or a new array when it is None; None when the call
     is not one the fast path takes (see :func:`fast`). ``arrays[-1]`` sets shape and dtype.
 
-    Written out in one function: each Python call or attribute here costs 0.05-0.1 us, and
-    the whole fast path is about 2.5 us.
+    Written out in one function: each Python call or attribute here is a visible share of
+    the fast path's time.
     """
     x = arrays[-1]
     if not x.flags.c_contiguous:
@@ -323,7 +323,7 @@ def fast(kernel: Kernel | str, arrays: tuple, out, values: tuple, out_dtype=None
         return None
     if x.ndim == 1:
         flat, flat_out = arrays, out
-    else:  # C-contiguous: ravel is a view (and 3x cheaper than reshape(-1))
+    else:  # C-contiguous: ravel is a view (and cheaper than reshape(-1))
         flat, flat_out = [a.ravel() for a in arrays], out.ravel()
     _numba_engine.launch(op, flat_out, *flat, flat_out, *constants)
     return out
@@ -388,8 +388,8 @@ def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tupl
     can stream, :func:`.engine_numba.can_stream`, goes to the launcher instead, once it has
     given the C path that call's decision), for the calls it decided it for
     (:func:`.engine_numba.plan`: a decrement and a look-up), and the calls it must time are
-    timed here: the launcher's path (:func:`fast`) cost 4-5 us a call in Python, against a
-    7.6 us parallel kernel on 1e5 float32 elements. The kernels check shapes and overlap.
+    timed here: the launcher's path (:func:`fast`) costs, in Python, much of a mid-size
+    parallel kernel's time. The kernels check shapes and overlap.
 
     The kernel is called as ``kernel(*arrays, out, *extra, *entry.constants)``;
     ``arrays[-1]`` gives the size and, when ``out`` is None, the shape (the mask kernels pass
@@ -512,8 +512,7 @@ def _generate(kernel: Kernel):
     packed_types = f"({types}{',' if types else ''})"
     plain = f"type({arrays[-1]}) is _ndarray and (out is None or type(out) is _ndarray)"
     # common calls run here (call_fast), with what small_entry kept per dtype and parameters:
-    # each function call or tuple in between costs 0.1 us, of about 2 us a call on 1000
-    # elements
+    # each function call or tuple in between is a visible share of a small call
     x = arrays[-1]
     # one flat tuple: the values and their types (True == 1 == 1.0 hash alike)
     key = f"({x}.dtype, {params}, {types})" if kernel.params else f"{x}.dtype"

@@ -10,7 +10,7 @@ Safety:
 * No ``fastmath``: it would let LLVM drop NaN checks, the sign of zero and subnormals.
 * ``error_model="numpy"``: a division is IEEE's (a zero divisor gives inf or NaN, as in NumPy
   and torch) instead of a check that raises. The check's branch kept LLVM from vectorising the
-  serial loops of SiLU and softplus (17 and 46 ns an element against 2.7 and 6.2, float32).
+  serial loops of SiLU and softplus.
 * Parallel launches take one process-wide lock. numba's ``workqueue`` threading layer aborts
   when two Python threads launch parallel kernels at once; with the lock any layer is safe, and on
   a memory-bound kernel that already uses every core the lock costs nothing. The fast path's
@@ -84,10 +84,7 @@ PARALLEL_MIN = 1 << 16
 #: A call whose arrays together take at least this many bytes (the last-level cache's size)
 #: may write its output with non-temporal stores (:func:`can_stream`): they would not stay in
 #: the cache anyway, and streaming skips reading each output line before overwriting it. The
-#: chooser weighs the streaming variant against the plain ones (:func:`launch`). relu_backward
-#: on 2e6 float64 (48 MB, an L3 of 32 MiB) streamed in 444 us against 523 for plain stores; relu
-#: on the same (32 MB, which fits) 1.36x slower. Until the eleventh session the rule was an
-#: output of 16 MiB, which left that relu_backward to plain stores.
+#: chooser weighs the streaming variant against the plain ones (:func:`launch`).
 STREAM_MIN_BYTES = last_level_cache_bytes()
 #: Up to this many elements the fast path (and the C path) runs the chooser's decided variant
 #: itself (:func:`plan`), with the checked kernels; a map's call that can stream goes to the
@@ -109,8 +106,7 @@ _ARRAYS = {1: "x", 2: "grad, x"}
 # noinline). Inlined into numba's parallel loop, the same expression compiled to 102
 # instructions per 8 float32 GELUs instead of the serial loop's 58: there LLVM reloaded and
 # re-broadcast its ~25 constants every iteration (an absolute address, then a broadcast),
-# where the serial loop keeps them in registers or stack slots. GELU float32 on 2 threads:
-# 0.67 -> 0.49 ns an element (AMD EPYC Zen 3; serial 0.95).
+# where the serial loop keeps them in registers or stack slots.
 CHUNK = 8192
 _MAP_CHUNKED = """
 def {fname}({arrays}, out, {params}):
@@ -123,8 +119,8 @@ def {fname}({arrays}, out, {params}):
 
 # The fast path's calls below the size where streaming can pay (api.call_fast): C-contiguous arrays
 # of one dtype (the caller checks what the dispatcher cannot tell apart), any number of
-# dimensions. Shapes and overlap are checked here, where they cost nanoseconds against 1.3 us
-# in Python: it returns False, having written nothing, when the general path must take the
+# dimensions. Shapes and overlap are checked here, far cheaper than in Python: it returns
+# False, having written nothing, when the general path must take the
 # call (a partial overlap is computed there through a buffer; exactly in place is fine). The
 # body is the serial kernel ("checked", which LLVM inlines) or the parallel one
 # ("checked_parallel").
@@ -144,9 +140,8 @@ _OVERLAP = """    p = {a}.ctypes.data
 
 # One byte of the mask per iteration: bit k of byte j is element 8 * j + k (little bit order,
 # as np.packbits(..., bitorder="little")). Each whole byte is one vector step (relu8: a load, a
-# compare whose 8 lanes are the byte, a select, a store); the last partial byte is scalar. The
-# scalar byte loop that came before (a shift and an or per element) ran relu_with_mask on 1e5
-# float32 elements at 33-60 us, against 48-56 us for NumPy's maximum and greater.
+# compare whose 8 lanes are the byte, a select, a store); the last partial byte is scalar (a
+# scalar byte loop, a shift and an or per element, was no faster than NumPy).
 _MASK_FORWARD = """
 def {fname}(x, y, bits, zero):
     n = x.shape[0]
@@ -167,11 +162,8 @@ def {fname}(x, y, bits, zero):
 # the output's cache lines are not read before being overwritten; 16 lanes fill whole stores
 # of 1-byte results too (relu_grad's uint8 and bool). They cover the first 16 * (n // 16)
 # elements; the serial kernel finishes the tail. Indices are unsigned: a signed index makes
-# numba emit a negative-index wraparound per access (relu_backward: 24 -> 19.7 ms).
-# 8 scalar lanes per iteration and stream8, which came before, stayed scalar code: on 3e7
-# float32, leaky_relu and hardtanh streamed at 35-39 GB/s where relu, its lanes a vmaxss
-# each, reached 55 (AMD EPYC); relu_grad's 1-byte results did not stream at all (one 8-byte
-# movnti per 8 results ran 2x slower than the plain parallel kernel).
+# numba emit a negative-index wraparound per access. Scalar lanes per iteration stayed scalar
+# code, and could not fill a whole store with 1-byte results.
 _MAP_STREAM = """
 def {fname}({arrays}, out, {params}):
     for j in prange(out.shape[0] // 16):
@@ -180,17 +172,15 @@ def {fname}({arrays}, out, {params}):
 
 # The streaming mask forward: each whole byte one step of relu8_stream (relu8 with non-temporal
 # stores); the last partial byte is the serial kernel's (launch's tail). A byte loop of scalar
-# compares ahead of 8 scalar lanes and stream8, which came before, ran 8.75 ms on 3e7 float32
-# where the parallel kernel's relu8 steps took 6.83.
+# compares ahead of scalar lanes was slower than the parallel kernel's relu8 steps.
 _MASK_FORWARD_STREAM = """
 def {fname}(x, y, bits, zero):
     for j in prange(x.shape[0] // 8):
         bits[j] = {relu8}(x, y, np.uint64(8) * np.uint64(j), zero)
 """
 # The backward from the mask: one byte of bits selects 8 elements of grad at once (see
-# _select8: a vector load, the byte's bits as a lane mask, one select, one store). The byte
-# loop with 8 scalar selects that came before ran at 0.59-0.88x the backward from X (it reads
-# a third of X's bytes); LLVM vectorised it across bytes with a shuffle per element.
+# _select8: a vector load, the byte's bits as a lane mask, one select, one store), where a
+# byte loop of scalar selects was vectorised across bytes with a shuffle per element.
 # The streaming variant, as the others, covers the whole bytes and leaves the last partial one
 # to the serial kernel (launch's tail).
 _MASK_BACKWARD_STREAM = """
@@ -717,9 +707,7 @@ def _vectorisable(op) -> bool:
     variant. An integer op must have no arithmetic (numba's scalar kernels compute integers
     in int64, the vector step in the input's width).
 
-    The compute-bound ones gain nothing from streaming: their time is the arithmetic, and
-    when the streaming variant was 8 unrolled scalar lanes, SiLU took 175 ms in it against
-    15.5 ms in the plain parallel one (3e7 float32, AMD EPYC).
+    The compute-bound ones gain nothing from streaming: their time is the arithmetic.
     """
     for node in ast.walk(ast.parse(op.expr, mode="eval")):
         if isinstance(node, ast.Call):

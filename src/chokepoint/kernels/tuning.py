@@ -86,8 +86,8 @@ _memo: Tuning | None = None
 
 def _machine_key() -> dict:
     """The machine, and the kernels' code: a choice measured on other kernels does not hold
-    (the mask backward's streaming variant went from 2.4x slower to 1.4x faster than the
-    parallel one when its loop changed), so a changed ``engine_numba.py`` is tuned again."""
+    (a variant's speed against another changes when its loop does), so a changed
+    ``engine_numba.py`` is tuned again."""
     from ..measure.machine import machine_info
 
     m = machine_info()
