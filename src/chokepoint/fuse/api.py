@@ -549,10 +549,9 @@ def _launch(p, masks, out, operands, weak, extra: tuple = (), size: int | None =
         _run_kernel(p, masks, "serial", out, operands, weak, extra)
         return
     # streaming only where the kernels stream (the tuning measured it faster) and only
-    # for arithmetic: with exp & co. its 8 unrolled lanes stay scalar, and compiling them
-    # took 6 s for 'np.exp(a) + b' (1.2 s for the parallel variant). Even then the calls
-    # measure it against the parallel loop: LLVM leaves some lanes scalar (sqrt: 13.4 ms
-    # against 6.9 for 'np.sqrt(a**2 + b**2)' on 1e7 float64), others gain (a + b * c).
+    # for arithmetic: with exp & co. its unrolled lanes stay scalar, and compile slowly.
+    # Even then the calls measure it against the parallel loop: LLVM leaves some lanes
+    # scalar (sqrt), others gain (a + b * c).
     stream = (not extra and out.ndim == 1 and not p.transcendental
               and engine_numba.streams_into(out, operands))
     wide, others = ("stream", ("parallel", "serial")) if stream else ("parallel", ("serial",))

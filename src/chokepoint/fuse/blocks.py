@@ -23,12 +23,12 @@ from .trace import Node, topological
 __all__ = ["BLOCK", "PARALLEL_MIN", "evaluate", "order"]
 
 #: elements per block: a float64 operand is 512 KiB, in the L2 or L3 cache; each block costs
-#: a few microseconds of Python per operation, which 16384-element blocks made a third of
-#: float32 ``tan``'s time (0.65x NumPy per core)
+#: a few microseconds of Python per operation, which smaller blocks made a large share of a
+#: cheap ufunc's time
 BLOCK = 65536
 
-#: calls below this many elements run on one thread: on 1e5 float32 elements (two blocks),
-#: handing one to a pool thread made ``sin(a) + log(b) * sqrt(c)`` 0.84x NumPy
+#: calls below this many elements run on one thread: handing one of a few blocks to a pool
+#: thread costs more than it saves
 PARALLEL_MIN = 4 * BLOCK
 
 _pool: ThreadPoolExecutor | None = None
@@ -86,7 +86,7 @@ def _block(program: list[tuple], steps: list[Node], out: np.ndarray, start: int,
            buffers: dict) -> None:
     """Compute ``out[start:stop]``, one operation at a time into the thread's ``buffers``
     (by step and dtype, kept from call to call: allocated per call, each 512 KiB buffer was
-    mapped and faulted afresh, and a chain on 1e5 float64 elements ran at 0.36x NumPy)."""
+    mapped and faulted afresh)."""
     n = stop - start
     computed: list = [None] * len(program)
     last = len(program) - 1

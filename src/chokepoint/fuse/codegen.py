@@ -67,7 +67,7 @@ def _clip_scalar(x, lo, hi):
 
 # A leaf's reduction may reorder its additions (``reassoc``), and only it: LLVM then keeps a
 # vector of partial sums (16 to 32 of them), as NumPy's pairwise sum keeps eight, where the
-# eight scalars written out were left scalar (vaddsd: 28.6 us for 1e5 float64).
+# eight scalars written out were left scalar (vaddsd).
 @numba.njit(fastmath={"reassoc"}, error_model="numpy")
 def _leaf_sum(S):
     a = S[0]
@@ -103,8 +103,8 @@ def _leaf_min(S):
 
 def _float_leaves(bits: int):
     """A float leaf's maximum and minimum, as the ordered integer key of its bits: LLVM does
-    not vectorise a floating-point maximum from numba (vmaxsd, even with fastmath: 57.6 us
-    for 1e5 float64 against 20.8 in NumPy), an integer one it does. The key of a float's bits
+    not vectorise a floating-point maximum from numba (vmaxsd, even with fastmath), an
+    integer one it does. The key of a float's bits
     ``b`` is ``b ^ ((b >> (bits - 1)) & mask)``, in the order of the floats (-0.0 below 0.0;
     :func:`float_of_key` turns it back). A leaf with a NaN gives the key of a NaN above
     (maximum) or below (minimum) every other key, so that the caller's reduction of the keys
@@ -217,8 +217,7 @@ class Plan:
         counts, when ``body`` calls any of them; else None.
     compiled : dict
         ``(masks, mode, exact, rows) -> kernel``, filled by :func:`kernel`: generating the
-        source to look a kernel up took 120 us a call, more than the kernel itself on 1e5
-        elements.
+        source to look a kernel up cost more than a mid-size kernel itself.
     result : Node or None
         The traced graph's output (:mod:`.blocks` evaluates it with NumPy's ufuncs).
     operations : list of tuple
@@ -443,7 +442,7 @@ def _rows_source(body_lines: list[str], masks: tuple, mode: str, args: list[str]
     which LLVM vectorises as it does a contiguous array's. Parallel: chunks of rows, each a
     call of the serial kernel (``serial``, named in a comment so that its name is in this
     kernel's) that LLVM may not inline: inlined into numba's parallel loop, the inner loop was
-    not vectorised (a + b on 2-D slices: 9.5 ms against 4.6)."""
+    not vectorised."""
     pad = " " * 4
     strided = [k for k, m in enumerate(masks) if any(m[:-1])]
     params = [*args, "D", "SO", *(f"S{k}" for k in strided)]
@@ -470,7 +469,7 @@ def _rows_source(body_lines: list[str], masks: tuple, mode: str, args: list[str]
     steps.append("i0 = q_")
     # each row as a slice: indexed by the inner loop's counter alone, which LLVM knows is not
     # negative; indexed by start + j, numba's wraparound of negative indices made the loop
-    # gathers and scatters (9.1 ms against 4.6 for a + b on 2-D slices, output not cached)
+    # gathers and scatters
     steps.append(f"o_ = {start('SO', (True,) * d)}")
     steps.append(f"O_ = out[o_:o_ + D[{d - 1}]]")
     loads = []
