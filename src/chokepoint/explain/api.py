@@ -59,8 +59,8 @@ PROBED = 0.01
 #: an operation whose traced call took this long is not timed again before its probes
 SLOW_OP_S = 0.1
 #: a statement whose first run took this long (or half of ``min_time``, when more) is timed
-#: call by call, 3 repeats, as probes time slow operations: 5 repeats of the 1-2-5 ladder's
-#: 2 calls were 0.8 s of the origin's explain, for a statement of 70 ms
+#: call by call, 3 repeats, as probes time slow operations: the 1-2-5 ladder's repeats cost
+#: many runs of a slow statement
 SLOW_STATEMENT_S = 0.05
 
 
@@ -213,8 +213,8 @@ def probe_operations(tr, result, total: float, roof: Roofline, settings: ProbeSe
     ``retime=False`` nothing runs again: each operation keeps the time of its traced call,
     and none is probed; an operation slower than ``max_op_s`` is timed, not probed (its
     probes would run it dozens of times). Past ``deadline`` (``time.perf_counter()``), the
-    operations left keep their traced time and are not probed (a line of 40,000 small calls
-    took 113 s to time one by one)."""
+    operations left keep their traced time and are not probed (a line of many small calls
+    takes long to time one by one)."""
     measured: dict[int, tuple[float, dict]] = {}
     scratch: dict = {}  # arrays the operations' probes share, dropped on return
     timed = [op for op in tr.ops if op.func is not None and not op.is_view]
@@ -467,7 +467,7 @@ def measured_rewrite(statement: Statement, namespace, inputs, result, total: flo
 
     statement_fn = statement.function(dict(namespace))
     # the rewrite and its narrow variant timed with the statement in one round-robin: the
-    # statement's runs are shared (timed once per pair, they were 0.4 s of the origin's explain)
+    # statement's runs are shared (timed once per pair, they cost a run each)
     candidates = [c for c in (found, found.narrow) if c is not None]
     for candidate in candidates:
         settle(candidate.call)
@@ -753,8 +753,8 @@ def _explained(stmt: Statement, setup: str, base: dict, state: UserState, roof: 
     model = build_model(tr, inputs)
 
     # 4. a rewrite with the same values, measured, while the statement's memory is recent
-    # (on a VM, pages freed seconds ago can cost 10x to touch again: the statement's first
-    # run after the probes took 1 s against 70 ms); 5. probe each operation. What runs out
+    # (on a VM, pages freed seconds ago cost much more to touch again); 5. probe each
+    # operation. What runs out
     # of memory is skipped and said (ProbeSkipped), the report kept
     result = tr.result if isinstance(tr.result, np.ndarray) else None
     with _skips_said(warned):

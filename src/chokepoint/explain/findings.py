@@ -126,8 +126,8 @@ def _saved(op: OpEvidence, p: Probe) -> float:
     of the same call (slower when it ran into a busy moment): its seconds taken as they are
     could claim more of the operation than the operation took. A probe whose two sides wrote
     into one preallocated ``out=`` saved a fraction of the operation without its fresh memory
-    (as the ``out`` probe measured it): of the whole time, the threads probe claimed 4.1 ms of
-    an 8.6 ms ``np.ceil`` whose page faults were 4.8 ms and whose threads saved 1.6 ms."""
+    (as the ``out`` probe measured it): of the whole time, the threads probe claimed more
+    than its threads saved, the page faults being most of the call."""
     if p.base.median <= 0:
         return 0.0
     seconds = op.seconds
@@ -321,9 +321,8 @@ def byte_causes(ops: list[OpEvidence], model: Model, memory: Cause,
     (:attr:`OpEvidence.needed`: the bytes one pass per step needs of it, see
     :func:`chokepoint.explain.model.one_pass_bytes`); for a compute-bound operation, at most
     what moving those bytes at ``bandwidth`` (the measured roof) takes: a chain of ``sin`` and
-    ``cos`` is as slow fused into one pass (197 ms against 196 ms as written), its time is
-    arithmetic, not bytes. So an
-    estimate never exceeds the measured time of the operations it is drawn from, and the
+    ``cos`` is as slow fused into one pass as written, its time is arithmetic, not bytes. So
+    an estimate never exceeds the measured time of the operations it is drawn from, and the
     seconds the sentence gives are the seconds the share is."""
     elementwise = Cause("compute-bound",
                         seconds={i: t for i, t in compute.seconds.items() if not ops[i].gemm})

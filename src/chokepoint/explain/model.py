@@ -26,7 +26,7 @@ def narrowest_dtype(values: np.ndarray) -> np.dtype:
         return values.dtype
     lo, hi = values.min(), values.max()  # NaN when any value is: min and max propagate it
     if np.isfinite(lo) and np.isfinite(hi):
-        # one pass of compares, not a bool copy promoted back (0.2 s on the origin's 246 MB)
+        # one pass of compares, not a bool copy promoted back
         if lo >= 0 and hi <= 1 and ((values == 0) | (values == 1)).all():
             return np.dtype(bool)
         if kind in "iu" or np.array_equal(values, np.round(values)):

@@ -122,8 +122,8 @@ def _pair(base_fn, changed_fn, settings: ProbeSettings, *,
           early: bool = True) -> tuple[Measurement, Measurement]:
     """The operation as it was and with one change, timed round-robin; three repeats a side
     where they settle it (:func:`clear_after_three`; ``early=False``: all of them)."""
-    # a warm-up call each: the first touch of fresh memory can take 20x a later one (the
-    # kernel handing out pages, transparent huge pages), and would pass for spread
+    # a warm-up call each: the first touch of fresh memory can take many times a later one
+    # (the kernel handing out pages, transparent huge pages), and would pass for spread
     base, changed = measure_interleaved([base_fn, changed_fn], min_time=settings.min_time,
                                         repeats=settings.repeats, warmup=True,
                                         enough=clear_after_three if early else None)
@@ -219,8 +219,7 @@ def subset(op: Op, limit: int) -> tuple[Op, float]:
 
     Why it is sound: every probe's verdict is a ratio (its change against the operation as
     traced, on the same arrays), and an elementwise operation does the same work per element
-    on any share of an array far beyond the caches. Probing all 246 MB of the origin workload
-    took 4.3 s of its explain's 11 s. Every array operand has the result's shape
+    on any share of an array far beyond the caches. Every array operand has the result's shape
     (:func:`_elementwise`) and is cut alike.
     """
     result = op.result_array
@@ -325,7 +324,7 @@ def probe_op(op: Op, settings: ProbeSettings, scratch: dict | None = None,
     compared = [constant]
     if constant is not None and constant.significant():
         # constant inputs are the most predictable data there is: where they change nothing,
-        # the sorted probe would not either, and its sort cost 0.3 s per 4e6 elements
+        # the sorted probe would not either, and its sort is costly
         compared.append(_try(_sorted_probe, op, settings, buffer, scratch))
     compared += [_try(make, op, settings, buffer)
                  for make in (_subnormal_probe, _contiguous_probe, _cast_probe)]
@@ -365,9 +364,7 @@ def _compared(name: str, op: Op, args, kwargs, buffer, settings: ProbeSettings,
 
     A value probe (:data:`CONFIRMED`) that shows an effect is timed a second time and keeps
     both timings: a cause is then reported only when the effect stands out of both together.
-    Five repeats a side once passed the test by chance on a VM: the demo called ``np.clip``
-    data-dependent at 8% (28.1 ms against 23.8 ms with constant inputs), where other runs of
-    the same measured 24.1 against 24.4 ms.
+    Five repeats a side once passed the test by chance on a VM.
     """
     base_args, base_kwargs = base if base is not None else (op.args, op.kwargs)
     base_fn = _call(op, base_args, _with_out(base_kwargs, buffer))
@@ -406,8 +403,8 @@ def _out_probe(op: Op, base: Measurement, settings: ProbeSettings,
     if not op.allocates or op.kind not in ("ufunc", "function"):
         return None
     result = op.result_array
-    # one buffer per shape and dtype for the whole statement: its first touch costs (0.7 s
-    # for 246 MB on a virtual machine), and no probe needs it again afterwards
+    # one buffer per shape and dtype for the whole statement: its first touch costs, and no
+    # probe needs it again afterwards
     scratch = {} if scratch is None else scratch
     key = ("out", result.shape, result.dtype.str)
     buffer = scratch.get(key)
@@ -483,7 +480,7 @@ def _threads_probe(op: Op, base: Measurement, settings: ProbeSettings) -> Probe 
         # other processes on the other cores take what a split would gain: watched, so that
         # a split that gained nothing on a busy machine is not read as "threads do not help".
         # Repeats of 30 ms at least: the watch needs 0.2 s to tell a quarter of a core
-        # (/proc/stat counts 10 ms ticks), and 15 ms repeats of a 4 ms ufunc took 0.17 s
+        # (/proc/stat counts 10 ms ticks)
         with watch() as watched:
             before, after = _pair(_call(op, op.args, whole), split,
                                   replace(settings, min_time=max(settings.min_time, 0.03)),
@@ -515,7 +512,7 @@ def _constant_probe(op: Op, settings: ProbeSettings, buffer: np.ndarray | None =
         sample = a.reshape(-1)[:: max(1, a.size // 1001)]
         value = np.nanmedian(sample) if np.isfinite(sample).any() else 0.5
         # one array per distinct operand, shape and dtype, refilled: fresh memory costs page
-        # faults (0.5 s for 246 MB here) that would be paid again for every operation. Two
+        # faults that would be paid again for every operation. Two
         # distinct operands never share one array: that would halve the bytes read, not
         # change the values.
         kind = (a.shape, a.dtype.str, a.strides)

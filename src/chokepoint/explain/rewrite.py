@@ -213,8 +213,8 @@ def find_rewrite(statement: str, namespace: dict, inputs: dict[str, np.ndarray],
     code = compile(statement, "<explain>", "eval")
     # a cheap look first: the candidates are elementwise, so one that differs from the result
     # on evenly spaced elements differs on all of them. The NumPy engine computes the look:
-    # the first numba call of a process loads its compiler (0.45 s), paid then only for a
-    # kernel that matched
+    # the first numba call of a process loads its compiler, paid then only for a kernel that
+    # matched
     step = max(1, result.size // 65536)
     wanted = result.reshape(-1)[::step]
     for text, func, names in _candidates(inputs, result, literals(statement)):

@@ -66,7 +66,7 @@ LINE_KINDS = ("allocation", "temporaries", "blas-threads", "overhead")
 #: line's budget over this is timed, not probed
 PROBE_CALLS = 40
 #: a line of more operations than this (a loop inside a comprehension) keeps their traced
-#: times: timing each again took 9 s for 20,000 calls of 10 us
+#: times: timing each again costs far more than the calls
 RETIMED_OPS = 2000
 #: operations holding at least this share of a line's replayed time get explain's probes
 PROBED_SHARE = 0.1
@@ -286,8 +286,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     # memory used for the first time: the program's first execution of the line grew the
     # process (pages never touched before cost most on a VM); the replay reuses them. Or its
     # new memory's pages had been taken back by the OS since the process last used them (a VM
-    # that returns freed memory to the host: 64 MB a run cost 35-50 ms in the program after 2 s
-    # idle, 7 ms replayed right after), which makes every run slower, not only the first
+    # that returns freed memory to the host), which makes every run slower, not only the first
     first_s = stat.first_ns / 1e9
     excess = max(first_s - replay_s, line_s - stat.hits * replay_s)
     if max(stat.peak_growth, new_bytes) >= FIRST_USE_BYTES and excess > as_written.iqr \
@@ -379,8 +378,8 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     # others, and the interpreter's work between them: each view it makes and each other step
     # of the line's syntax at their measured cost, never more than the replay's time beyond
     # its operations. That gap is not all interpreter: strided operations that ran from the
-    # cache when timed alone (a column of a C-order array, 192 KB) miss it in the line, and a
-    # deriche column loop's 25 us gap was called overhead where the interpreter took about 1
+    # cache when timed alone (a column of a C-order array) miss it in the line, and such a
+    # gap was once called overhead where the interpreter took a small part of it
     cost = call_cost()
     view_s, step_s = step_costs()
     timed = [r for r in rows if r["time_s"] == r["time_s"] and r["time_s"] > 0]
