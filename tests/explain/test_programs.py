@@ -118,11 +118,14 @@ def test_an_elementwise_chain_is_rewritten_to_the_fused_kernel(roof):
 
 
 def test_a_chain_ending_in_a_sum_is_rewritten_to_one_fused_pass(roof):
-    # two temporaries and three passes against one pass over the inputs; the sum's value
-    # is NumPy's within a few ulp (another order of additions)
-    e = run("np.sum((a - b) ** 2)", f"a = np.random.rand({N}); b = np.random.rand({N})", roof)
+    # four temporaries and five passes against one pass over the inputs (3.2-4.9x beside a
+    # busy core; np.sum((a - b) ** 2)'s two temporaries were 1.4x there, and once not faster);
+    # the sum's value is NumPy's within a few ulp (another order of additions)
+    e = run("np.sum((a - b) ** 2 / (a + b))", f"a = np.random.rand({N}); b = np.random.rand({N})",
+            roof)
     honest(e)
-    assert e.rewrite["statement"] == "chokepoint.fuse('np.sum((a - b) ** 2)')(a=a, b=b)"
+    assert e.rewrite["statement"] == (
+        "chokepoint.fuse('np.sum((a - b) ** 2 / (a + b))')(a=a, b=b)")
     assert e.rewrite["fused"] and e.rewrite["max_ulp"] <= 4 and e.rewrite["speedup"] > 1
 
 
