@@ -107,36 +107,32 @@ class LineAnalysis:
     ops: list[dict]
 
 
-_CALL_COST: list[float] = []
+_COSTS: dict[str, float] = {}
+
+
+def _cost(name: str, fn) -> float:
+    """Seconds ``fn`` takes here, the best of 5 samples, measured once per process."""
+    if name not in _COSTS:
+        times = timed_under(fn, [contextlib.nullcontext], samples=5, target_s=0.002)
+        _COSTS[name] = min(times[0])
+    return _COSTS[name]
 
 
 def call_cost() -> float:
     """Seconds one NumPy call costs on one element here (a ufunc's fixed cost), measured once."""
-    if not _CALL_COST:
-        a = np.ones(1)
-        times = timed_under(lambda: np.add(a, a), [contextlib.nullcontext], samples=5,
-                            target_s=0.002)
-        _CALL_COST.append(min(times[0]))
-    return _CALL_COST[0]
-
-
-def _no_restore() -> None:
-    """The restore of a statement that leaves the same values when run again: nothing."""
-
-
-_STEP_COSTS: list[tuple[float, float]] = []
+    a = np.ones(1)
+    return _cost("call", lambda: np.add(a, a))
 
 
 def step_costs() -> tuple[float, float]:
     """Seconds the interpreter takes here for a basic-index view (``a[:, j]``: a new array
     object, no data) and for a step of plain Python (``j + 1``), measured once."""
-    if not _STEP_COSTS:
-        a, j = np.ones((4, 4)), 1
-        view, step = timed_under(lambda: a[:, j], [contextlib.nullcontext], samples=5,
-                                 target_s=0.002)[0], \
-            timed_under(lambda: j + 1, [contextlib.nullcontext], samples=5, target_s=0.002)[0]
-        _STEP_COSTS.append((min(view), min(step)))
-    return _STEP_COSTS[0]
+    a, j = np.ones((4, 4)), 1
+    return _cost("view", lambda: a[:, j]), _cost("step", lambda: j + 1)
+
+
+def _no_restore() -> None:
+    """The restore of a statement that leaves the same values when run again: nothing."""
 
 
 def _syntax_steps(tree: ast.AST) -> int:
@@ -219,25 +215,22 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
         tr = Trace()
         notes.append("its operations could not be traced (a library refused the tracer's "
                      "wrapped arrays): timed as a whole")
-    repeats_same = False
     if replay.mutates:
         ns = replay.namespace()
         inputs = replay.arrays(ns)
     fn = st.function(ns)
-    restore = replay.restorer(ns)
-    if replay.mutates:
-        with np.errstate(all="ignore"):
-            repeats_same = replay.repeats_same(fn, ns)
-        if repeats_same:
-            # timed run after run as its loop ran it: restoring whole arrays between runs
-            # evicted what the program read from the cache (a column loop replayed at twice
-            # its time in the program, and the causes' shares of that replay were halved)
-            restore = _no_restore
-            notes.append("it changes what it reads, and a second run leaves the same values: "
-                         "timed run after run, as in the program")
-        else:
-            notes.append("it changes what it reads: each replay starts from the values it saw, "
-                          "restored outside the timed region")
+    with np.errstate(all="ignore"):
+        repeats_same = replay.mutates and replay.repeats_same(fn, ns)
+    # timed run after run as its loop ran it: restoring whole arrays between runs evicted what
+    # the program read from the cache (a column loop replayed at twice its time in the
+    # program, and the causes' shares of that replay were halved)
+    restore = _no_restore if repeats_same else replay.restorer(ns)
+    if repeats_same:
+        notes.append("it changes what it reads, and a second run leaves the same values: "
+                     "timed run after run, as in the program")
+    elif replay.mutates:
+        notes.append("it changes what it reads: each replay starts from the values it saw, "
+                     "restored outside the timed region")
     model = build_model(tr, inputs)
     ops = [op for op in tr.ops if op.func is not None and not op.is_view]
     # new memory: what the traced operations allocate, or what tracemalloc saw (arrays made
