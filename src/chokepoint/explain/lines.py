@@ -203,11 +203,15 @@ def _kernel_text(text: str, operands: dict[str, str], in_place: str | None) -> s
     return ast.unparse(call)
 
 
+def _compiled(node: ast.expr):
+    """A node of the user's line, compiled to be evaluated on its own."""
+    return compile(ast.fix_missing_locations(ast.Expression(node)), "<pattern>", "eval")
+
+
 def _check_count(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
     """``b.sum()`` of a boolean array against ``np.count_nonzero(b)``: the same count."""
     try:
-        expression = ast.fix_missing_locations(ast.Expression(p.operands["b"]))
-        b = eval(compile(expression, "<pattern>", "eval"), capture_.env)
+        b = eval(_compiled(p.operands["b"]), capture_.env)
     except Exception:  # the user's code cannot be re-run here: skip it
         return None
     if type(b) is not np.ndarray or b.dtype != np.bool_ or b.size == 0:
@@ -274,9 +278,8 @@ def _check_top(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | No
         return None  # the proposal evaluates a twice: only names and views of them
     try:
         line = ast.parse(capture_.code)
-        a, k, axis = (eval(compile(ast.fix_missing_locations(ast.Expression(p.operands[n])),
-                                   "<pattern>", "eval"), capture_.env) if n in p.operands
-                      else -1 for n in ("a", "k", "axis"))
+        a, k, axis = (eval(_compiled(p.operands[n]), capture_.env) if n in p.operands else -1
+                      for n in ("a", "k", "axis"))
     except Exception:  # the user's code cannot be re-run here: skip it
         return None
     target = next((n for n in ast.walk(line) if isinstance(n, ast.Subscript)
@@ -298,12 +301,20 @@ def _check_top(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | No
     first = f"{name} = np.argpartition({a_code}, {kth}, axis=-1)[..., :{k_code}]"
     ordered_code = (f"np.take_along_axis({name}, np.argsort(np.take_along_axis({a_code}, "
                     f"{name}, axis=-1), axis=-1), axis=-1)")
-    try:  # the proposal as written, on the user's values, against the user's expression
-        scope = {**capture_.env, "np": np}
-        exec(compile(first, "<pattern>", "exec"), scope)
-        ours = eval(compile(ordered_code, "<pattern>", "eval"), scope)
-        theirs = eval(compile(ast.fix_missing_locations(ast.Expression(p.top)), "<pattern>",
-                              "eval"), dict(capture_.env))
+    # the proposal as written and the user's expression, checked and timed on the user's values
+    first_code, ordered = compile(first, "<pattern>", "exec"), compile(ordered_code, "<pattern>",
+                                                                       "eval")
+    user, scope, user_scope = _compiled(p.top), {**capture_.env, "np": np}, dict(capture_.env)
+
+    def rewritten():
+        exec(first_code, scope)
+        return eval(ordered, scope)
+
+    def original():
+        return eval(user, user_scope)
+
+    try:
+        ours, theirs = rewritten(), original()
     except Exception:
         return None
     if not (isinstance(ours, np.ndarray) and isinstance(theirs, np.ndarray)
@@ -311,15 +322,6 @@ def _check_top(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | No
                 np.take_along_axis(a, ours, -1), np.take_along_axis(a, theirs, -1),
                 equal_nan=a.dtype.kind in "fc")):
         return None
-
-    def original():
-        return np.argsort(a, axis=-1)[..., :k]
-
-    def rewritten():
-        part = np.argpartition(a, k - 1, axis=-1)[..., :k]
-        return np.take_along_axis(part, np.argsort(np.take_along_axis(a, part, -1), axis=-1),
-                                  -1)
-
     before, after = measure_interleaved([original, rewritten], min_time=min_time, repeats=5)
     if after.median * FASTER > before.median:
         return None
@@ -343,8 +345,7 @@ def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
     values = {}
     for name, node in p.operands.items():
         try:
-            expression = ast.fix_missing_locations(ast.Expression(node))
-            value = eval(compile(expression, "<pattern>", "eval"), capture_.env)
+            value = eval(_compiled(node), capture_.env)
         except Exception:  # the user's code cannot be re-run here: skip it
             return None
         if not isinstance(value, np.ndarray) or value.dtype.kind != "f":
