@@ -49,6 +49,14 @@ PROGRAMS = {
             row = x[i]
             y[i] = np.sqrt(row @ row) + row.max()
         """,
+    # pure Python: the hook's own cost per line event, with nothing to hide it (200,000
+    # iterations of three trivial lines)
+    "pure Python (200,000 iterations)": """
+        s = 0
+        for i in range(200000):
+            if (i + 3) % 13 == 0 or i % 7 == 0:
+                s += 1
+        """,
 }
 
 
