@@ -53,6 +53,19 @@ def test_exact_ops_bitwise_equal_with_broadcasting(dtype, data):
     assert np.array_equal(b, b0, equal_nan=True)
 
 
+@pytest.mark.parametrize(("shape_a", "shape_b"), [((400, 1, 32), (1, 16, 32)),
+                                                  ((6, 20, 1, 64), (20, 16, 64))])
+def test_broadcasts_of_three_and_more_axes_large_enough_for_threads(shape_a, shape_b):
+    # the parallel kernel unravels its loop index over the outer axes: numba refused the
+    # first form of that code for three axes and more ("Overwrite of parallel loop index")
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(shape_a), rng.standard_normal(shape_b)
+    assert np.prod(np.broadcast_shapes(shape_a, shape_b)) >= 1 << 16  # threads take it
+    _same(chokepoint.fuse("np.abs(a - b) * 2.0")(a=a, b=b), np.abs(a - b) * 2.0)
+    np.testing.assert_allclose(chokepoint.fuse("np.abs(a - b).sum(axis=-1)")(a=a, b=b),
+                               np.abs(a - b).sum(axis=-1), rtol=1e-13)
+
+
 @pytest.mark.parametrize("x, y", [(np.float32(2), 3), (np.int8(5), 2.5),
                                   (np.arange(3, dtype=np.int16), 7),
                                   (np.arange(3, dtype=np.uint8), np.arange(3, dtype=np.int8)),

@@ -414,11 +414,14 @@ def source(p: Plan, masks: tuple, mode: str, exact: bool = False,
             count = "out.shape[0]"
         else:
             count = " * ".join(f"out.shape[{k}]" for k in range(d - 1))
-            steps = [pad * 2 + "q_ = p"]
+            # a new name per step: numba's parfor pass rejects a name copied from the loop
+            # index and then changed in place ("Overwrite of parallel loop index")
+            steps, q = [], "p"
             for k in range(d - 2, 0, -1):
-                steps.append(pad * 2 + f"i{k} = q_ % out.shape[{k}]")
-                steps.append(pad * 2 + f"q_ //= out.shape[{k}]")
-            steps.append(pad * 2 + "i0 = q_")
+                steps.append(pad * 2 + f"i{k} = {q} % out.shape[{k}]")
+                steps.append(pad * 2 + f"q{k}_ = {q} // out.shape[{k}]")
+                q = f"q{k}_"
+            steps.append(pad * 2 + f"i0 = {q}")
             unravel = "\n".join(steps) + "\n"
             inner = pad * 2 + f"for j in range(out.shape[{d - 1}]):\n" + "\n".join(
                 pad * 3 + line for line in body)
