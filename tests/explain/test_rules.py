@@ -321,6 +321,9 @@ def test_a_probe_of_the_first_rows_reads_in_the_whole_operations_units():
     ([10.0, 10.2, 10.1], [8.6, 8.7, 8.8], False),  # apart but 14%: near the 10% bar
     ([10.0, 12.0, 10.1], [9.4, 11.9, 9.5], False),  # overlapping, 6% apart: more repeats
     ([10.0, 10.2], [7.0, 7.1], False),  # two repeats never settle it
+    # apart, 2x, but one slow run (fresh pages a VM had handed back to its host) makes the
+    # base's spread wider than the gap: on three, the full rule would call it noise
+    ([66.7, 252.4, 66.6], [34.1, 34.3, 34.1], False),
 ])
 def test_three_repeats_settle_only_a_clear_comparison(base, changed, clear):
     from chokepoint.explain.probes import clear_after_three, significant

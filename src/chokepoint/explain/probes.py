@@ -107,14 +107,16 @@ def clear_after_three(times: list[list[float]], fraction: float = 0.1) -> bool:
     """Whether three repeats a side already settle a comparison that :func:`significant`
     would judge with ``fraction``: every time of one side below every time of the other and
     the medians more than twice ``fraction`` apart, or the medians less than half of it apart
-    with the two sides' ranges overlapping. Anything between gets the full repeats."""
+    with the two sides' ranges overlapping. Anything between gets the full repeats, and so does
+    a clear gap that :func:`significant` would not accept on these three (one slow outlier
+    widens a side's spread: more repeats settle what it was)."""
     base, changed = times
     if len(base) < 3 or len(changed) < 3:
         return False
     b, c = float(np.median(base)), float(np.median(changed))
     apart = max(changed) < min(base) or max(base) < min(changed)
     if apart:
-        return abs(b - c) > 2 * fraction * b
+        return abs(b - c) > 2 * fraction * b and significant(base, changed, fraction)
     return abs(b - c) < fraction / 2 * b
 
 
