@@ -1,5 +1,6 @@
-"""What `chokepoint run`'s recording costs: each program run plain and under the line hook,
-alternating, in one process; the ratio of medians.
+"""What `chokepoint run`'s recording costs: each program run plain, under the C hook (the common
+line event in C, `_linetrace.c`) and under the Python hook, alternating, in one process; the
+ratios of medians to the plain run.
 
 The issue's limits: within 1.3x where the array operations take 50 us or more each, within 3x
 for a loop of tiny operations. Probing is not included (it comes after the program, with its
@@ -50,19 +51,42 @@ PROGRAMS = {
             y[i] = np.sqrt(row @ row) + row.max()
         """,
     # pure Python: the hook's own cost per line event, with nothing to hide it (200,000
-    # iterations of three trivial lines)
+    # iterations of three trivial lines), at module level and in a function (where a Python
+    # hook's trampoline also copies the locals to a dict and back at every event)
     "pure Python (200,000 iterations)": """
         s = 0
         for i in range(200000):
             if (i + 3) % 13 == 0 or i % 7 == 0:
                 s += 1
         """,
+    "pure Python in a function": """
+        def count(n):
+            a = b = c = d = 0
+            s = 0
+            for i in range(n):
+                if (i + 3) % 13 == 0 or i % 7 == 0:
+                    s += 1
+            return s + a + b + c + d
+        count(200000)
+        """,
+    # element indexing of a small matrix in a triple loop (Floyd-Warshall, 60 nodes)
+    "element loop (Floyd-Warshall, 60)": """
+        import numpy as np
+        def floyd(path):
+            n = path.shape[0]
+            for k in range(n):
+                for i in range(n):
+                    for j in range(n):
+                        path[i, j] = min(path[i, j], path[i, k] + path[k, j])
+        floyd(np.random.default_rng(0).integers(1, 100, (60, 60)).astype(np.float64))
+        """,
 }
 
 
-def _run(code, recorded: bool) -> float:
+def _run(code, hook: str) -> float:
+    """Seconds of one run of ``code``: ``hook`` "plain" (no hook), "C" or "Python"."""
     scope = {"__name__": "__main__"}
-    recorder = Recorder() if recorded else None
+    recorder = None if hook == "plain" else Recorder(compiled=hook == "C")
     start = time.perf_counter()
     if recorder is not None:
         recorder.start()
@@ -87,15 +111,16 @@ def main() -> None:
                 f.write(textwrap.dedent(source))
             # a real file, so that the hook sees the program as the user's code
             code = compile(open(path).read(), path, "exec")
-            _run(code, False)  # warm-up: imports, first touches
-            plain, recorded = [], []
+            _run(code, "plain")  # warm-up: imports, first touches
+            hooks = ["plain", "C", "Python"] if Recorder().compiled else ["plain", "Python"]
+            times: dict[str, list[float]] = {h: [] for h in hooks}
             for r in range(args.rounds):
-                for side in ((False, True) if r % 2 == 0 else (True, False)):
-                    (recorded if side else plain).append(_run(code, side))
-            p, q = statistics.median(plain), statistics.median(recorded)
-            print(f"{name:<38} plain {p * 1e3:8.1f} ms  recorded {q * 1e3:8.1f} ms  "
-                  f"ratio {q / p:5.2f}x")
-
+                for hook in (hooks if r % 2 == 0 else hooks[::-1]):
+                    times[hook].append(_run(code, hook))
+            p = statistics.median(times["plain"])
+            cells = "  ".join(f"{h} hook {statistics.median(times[h]) * 1e3:7.1f} ms "
+                              f"({statistics.median(times[h]) / p:5.2f}x)" for h in hooks[1:])
+            print(f"{name:<36} plain {p * 1e3:7.1f} ms  {cells}")
 
 if __name__ == "__main__":
     main()

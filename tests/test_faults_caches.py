@@ -207,7 +207,7 @@ def test_a_killed_build_is_cleaned_up_by_the_next_process(tmp_path, monkeypatch)
         os.utime(build, (hour_ago, hour_ago))
     monkeypatch.setattr(native, "_cache_path", lambda: folder / "_native-test.so")
 
-    def no_compiler(target):
+    def no_compiler(target, source=None):
         raise OSError("no C compiler (test)")
 
     monkeypatch.setattr(native, "_compile", no_compiler)
@@ -249,7 +249,7 @@ def test_a_damaged_c_extension_that_cannot_be_built_is_never_loaded(tmp_path, mo
     (tmp_path / "native" / "_native-test.so.sha256").write_text("20000 0123")
     monkeypatch.setattr(native, "_cache_path", lambda: library)
 
-    def read_only(target):
+    def read_only(target, source=None):
         raise OSError("Read-only file system (test)")
 
     def never(path):

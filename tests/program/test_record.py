@@ -5,8 +5,25 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
+from chokepoint.kernels import native
+from chokepoint.program import record
 from chokepoint.program.record import Recorder, SourceMap, fingerprint, user_file
+
+#: which hook the tests of this module record with (see the fixture below)
+HOOK = {"compiled": True}
+
+
+@pytest.fixture(autouse=True, params=["C hook", "Python hook"])
+def _hook(request):
+    """Every recording test runs on both hooks: the C one takes the common line event, the
+    Python one every event; they must count the same."""
+    if request.param == "C hook" and record._compiled is None:
+        pytest.skip("the C hook is not built here (CHOKEPOINT_NATIVE=0, or no compiler)")
+    HOOK["compiled"] = request.param == "C hook"
+    yield
+    HOOK["compiled"] = True
 
 
 def _write(tmp_path, source: str, name: str = "prog.py"):
@@ -18,7 +35,7 @@ def _write(tmp_path, source: str, name: str = "prog.py"):
 def _record(path, include=()):
     scope = {"__name__": "__main__"}
     code = compile(path.read_text(), str(path), "exec")
-    recorder = Recorder(include=include)
+    recorder = Recorder(include=include, compiled=HOOK["compiled"])
     recorder.start()
     try:
         exec(code, scope)
@@ -201,3 +218,58 @@ def test_the_same_function_in_two_files_is_two_rows_each(tmp_path):
         recorder.stop()
     hits = {(os.path.basename(f), line): s.hits for (f, line), s in recorder.lines.items()}
     assert hits[("a.py", 2)] == 3 and hits[("b.py", 2)] == 5
+
+
+def test_the_c_hook_is_built_wherever_the_kernels_c_path_is():
+    if native.status().startswith("on"):
+        assert record._compiled is not None
+        assert Recorder().compiled
+
+
+def test_both_hooks_count_the_same_calls_returns_comprehensions_generators_and_errors(
+        tmp_path):
+    path = _write(tmp_path, """\
+        import numpy as np
+
+        def step(x, k):
+            y = x * k
+            return (y +
+                    1)
+
+        def gen(n):
+            for i in range(n):
+                yield i * 2
+
+        x = np.arange(4.0)
+        total = 0
+        for k in range(30):
+            x = step(x, 0.5)
+            total += sum(v for v in gen(3))
+            squares = [j * j for j in range(4)]
+            try:
+                if k % 7 == 0:
+                    raise ValueError(k)
+            except ValueError:
+                total -= 1
+            n = 3
+            while n: n -= 1
+            m = np.mean(x)
+        """)
+    counts = {}
+    for compiled in (True, False):
+        if compiled and record._compiled is None:
+            continue
+        HOOK["compiled"] = compiled
+        recorder, scope = _record(path)
+        assert scope["total"] == 30 * 6 - 5
+        counts[compiled] = {line: (s.hits, s.events, s.library_calls, s.state, s.mutates,
+                                   s.capture is not None)
+                            for (_, line), s in recorder.lines.items()}
+        rows = {line: s for (_, line), s in recorder.lines.items()}
+        assert rows[4].hits == rows[15].hits == 30 and rows[5].hits == 30
+        assert rows[10].hits == 90  # the generator's body, three values a call
+        assert rows[17].hits == 30  # the comprehension: one execution of its line each time
+        assert rows[21].hits == 5 and rows[25].hits == 30
+        assert all(s.ns >= 0 for s in rows.values())
+    if len(counts) == 2:
+        assert counts[True] == counts[False]

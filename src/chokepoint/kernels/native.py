@@ -47,7 +47,8 @@ import numpy as np
 from ..cachefile import locked, write_atomic
 
 __all__ = ["MAP1", "MAP2", "MASK_BACKWARD", "MASK_FORWARD", "STALE_BUILD_SECONDS", "STEP_TIMEOUT",
-           "Lane", "build_lock", "disabled", "fingerprint", "intact", "load", "status"]
+           "Lane", "build_lock", "disabled", "extension", "fingerprint", "intact", "load",
+           "status"]
 
 #: a Native's kinds: its arguments (see _native.c)
 MAP1, MAP2, MASK_FORWARD, MASK_BACKWARD = 0, 1, 2, 3
@@ -77,19 +78,20 @@ _why: str | None = None  # why there is no module (None: not tried yet, or loade
 _tried = False
 
 
-def _cache_path() -> Path:
+def _cache_path(source: Path = SOURCE) -> Path:
     import platformdirs
 
-    key = b"\0".join([SOURCE.read_bytes(), sys.version.encode(), np.__version__.encode(),
+    key = b"\0".join([source.read_bytes(), sys.version.encode(), np.__version__.encode(),
                       sysconfig.get_platform().encode()])
     digest = hashlib.sha1(key).hexdigest()[:16]
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    return Path(platformdirs.user_cache_dir("chokepoint")) / "native" / f"_native-{digest}{suffix}"
+    return (Path(platformdirs.user_cache_dir("chokepoint")) / "native"
+            / f"{source.stem}-{digest}{suffix}")
 
 
-def _compile(target: Path) -> None:
-    """Compile ``_native.c`` into ``target`` (written under another name, then renamed: two
-    processes may build at once). Raises OSError or CalledProcessError."""
+def _compile(target: Path, source: Path = SOURCE) -> None:
+    """Compile ``source`` (``_native.c``) into ``target`` (written under another name, then
+    renamed: two processes may build at once). Raises OSError or CalledProcessError."""
     cc = sysconfig.get_config_var("CC")
     ldshared = sysconfig.get_config_var("LDSHARED")
     if not cc or not ldshared or os.name == "nt":
@@ -99,12 +101,12 @@ def _compile(target: Path) -> None:
     cflags = shlex.split(sysconfig.get_config_var("CFLAGS") or "")  # as setuptools: -arch
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix="build-") as tmp:
-        obj = Path(tmp) / "_native.o"
+        obj = Path(tmp) / f"{source.stem}.o"
         lib = Path(tmp) / target.name
         ccshared = sysconfig.get_config_var("CCSHARED") or "-fPIC"
         log = Path(tmp) / "build.log"
         _step([*shlex.split(cc), *cflags, *shlex.split(ccshared), "-O2", "-c", *includes,
-               str(SOURCE), "-o", str(obj)], log)
+               str(source), "-o", str(obj)], log)
         _step([*shlex.split(ldshared), str(obj), "-o", str(lib)], log)
         recorded = fingerprint(lib)
         os.replace(lib, target)
@@ -165,7 +167,7 @@ def intact(library: Path) -> bool:
         return False
 
 
-def _ensure_built(library: Path) -> None:
+def _ensure_built(library: Path, source: Path = SOURCE) -> None:
     """Build ``library`` unless an intact one is there; one process builds at a time.
 
     Raises what :func:`_compile` raises, after a warning where a damaged library stays.
@@ -178,7 +180,7 @@ def _ensure_built(library: Path) -> None:
             return
         damaged = library.exists()
         try:
-            _compile(library)
+            _compile(library, source)
         except Exception as exc:
             if damaged:
                 warnings.warn(f"chokepoint: the cached C extension {library} is damaged and "
@@ -203,10 +205,9 @@ def _remove_stale_builds(folder: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-def _import(path: Path) -> ModuleType:
-    loader = importlib.machinery.ExtensionFileLoader("chokepoint.kernels._native", str(path))
-    spec = importlib.util.spec_from_file_location("chokepoint.kernels._native", path,
-                                                  loader=loader)
+def _import(path: Path, name: str = "chokepoint.kernels._native") -> ModuleType:
+    loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
     return module
@@ -256,6 +257,23 @@ def _built() -> ModuleType:
                      "_stream_maps")
     module.set_period_max(adaptive.PERIOD_MAX)
     return module
+
+
+def extension(source: Path, name: str) -> ModuleType:
+    """Another C extension of the package (its source beside its module), built and cached as
+    ``_native.c`` is (see the module's docstring) and imported as ``name``.
+
+    Raises
+    ------
+    OSError, subprocess.CalledProcessError
+        Where it cannot be built (no compiler, a read-only cache); ImportError where it cannot
+        be loaded. Callers fall back to Python.
+    """
+    with build_lock:
+        path = _cache_path(source)
+        _remove_stale_builds(path.parent)
+        _ensure_built(path, source)
+        return _import(path, name)
 
 
 def status() -> str:

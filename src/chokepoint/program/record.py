@@ -27,9 +27,11 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
+from ..kernels import native
 from ..measure.usercode import user_file
 
 __all__ = ["Capture", "LineStat", "Recorder", "SourceMap", "Statement", "fingerprint",
@@ -218,19 +220,48 @@ class Capture:
                 if not _same(fingerprint(self.values[name]), fp)]
 
 
+def _linetrace():
+    """The compiled line hook (``_linetrace.c``), or None where it cannot be built or
+    ``CHOKEPOINT_NATIVE=0``: then the Python hook takes every event."""
+    if native.disabled():
+        return None
+    try:
+        return native.extension(Path(__file__).with_name("_linetrace.c"),
+                                "chokepoint.program._linetrace")
+    except Exception:  # an optimisation: whatever failed, the Python hook runs
+        return None
+
+
+class _Counts:
+    """A statement's counters (the Python stand-in for ``_linetrace.Counts``)."""
+
+    __slots__ = ("events", "hits", "ns", "state")
+
+    def __new__(cls, *args, **kwargs):
+        self = super().__new__(cls)
+        self.ns = self.events = self.hits = self.state = 0
+        return self
+
+
+_compiled = _linetrace()
+#: the base of LineStat: its counters, in C fields where the C hook adds to them
+Counts = _compiled.Counts if _compiled is not None else _Counts
+
+
 @dataclass
-class LineStat:
-    """What the recording measured of one statement."""
+class LineStat(Counts):
+    """What the recording measured of one statement.
+
+    Its counters (from :data:`Counts`): ``hits``; ``ns``, its own time in nanoseconds;
+    ``events``, calls of the hook that landed in its time (their cost is taken out);
+    ``state``, 0: capture wanted; 1: captured; 2: copy at next hit; 3: not captured.
+    """
 
     statement: Statement
-    hits: int = 0
-    ns: int = 0  # its own time, nanoseconds
     capture: Capture | None = None
-    state: int = 0  # 0: capture wanted; 1: captured; 2: copy at next hit; 3: not captured
     why_not: str = ""  # why it was not captured
     over_budget: bool = False  # not captured: the capture budget was spent
     mutates: bool = False  # its first execution changed what it read
-    events: int = 0  # calls of the hook that landed in its time (their cost is taken out)
     library_calls: int = 0  # library Python functions it called (each a call of the hook)
     first_ns: int = 0  # its first execution's own time
     peak_growth: int = 0  # bytes the process's peak memory grew by during its first execution
@@ -245,9 +276,13 @@ class Recorder:
         More path prefixes of the user's code.
     budget_bytes : int
         The most bytes of arrays the captures may hold.
+    compiled : bool
+        Take the common line event in C (``_linetrace.c``) where it was built; False: every
+        event in Python (the same counts, at about four times the cost per event).
     """
 
-    def __init__(self, include: tuple[str, ...] = (), budget_bytes: int = 2 * 2**30):
+    def __init__(self, include: tuple[str, ...] = (), budget_bytes: int = 2 * 2**30,
+                 compiled: bool = True):
         self.include = tuple(os.path.realpath(p) for p in include)
         self.budget_bytes = budget_bytes
         self.held = 0
@@ -260,6 +295,13 @@ class Recorder:
         self._previous = None
         self.wall_ns = 0
         self._t0 = 0
+        #: the local trace function of the user's frames: it hands what it does not take to
+        #: _local
+        self.compiled = compiled and _compiled is not None
+        # C: the trace function (install()), handing calls to _global and a traced frame's
+        # other events to _local; Python: what _global returns for a user frame
+        self._hook = (_compiled.Hook(self._stack, self._local, self._global) if self.compiled
+                      else self._local)
 
     # -- the hooks ------------------------------------------------------------------------------
 
@@ -287,7 +329,7 @@ class Recorder:
         plain = min(_timed(loop, args) for _ in range(3))
         costs = []
         for _ in range(3):
-            probe = Recorder()
+            probe = Recorder(compiled=self.compiled)
             probe._user[loop.__code__] = True
             if library is not None:
                 probe._user[library.__code__] = False
@@ -349,17 +391,17 @@ class Recorder:
         entry = self._entry(frame)
         stack.append(entry)
         entry[3] = time.perf_counter_ns()
-        return self._local
+        return self._hook
 
     def _local(self, frame, event, arg, _clock=time.perf_counter_ns):
         # the hot path of the recording (one call per line executed): kept to local lookups
         now = _clock()
         stack = self._stack
         if not stack:
-            return self._local
+            return self._hook
         top = stack[-1]
         if top[0] is not frame:
-            return self._local  # a frame resumed out of order (a generator closed late)
+            return self._hook  # a frame resumed out of order (a generator closed late)
         stat = top[1]
         if stat is not None:
             stat.ns += now - top[3]
@@ -391,9 +433,9 @@ class Recorder:
             stack.pop()
             if stack:
                 stack[-1][3] = _clock()
-            return self._local
+            return self._hook
         top[3] = _clock()
-        return self._local
+        return self._hook
 
     # -- captures -------------------------------------------------------------------------------
 
@@ -470,7 +512,10 @@ class Recorder:
         self._t0 = time.perf_counter_ns()
         # only this thread: the lines' clocks are one stack (threads the program starts run
         # untraced, and their time stays with the line that waits for them)
-        sys.settrace(self._global)
+        if self.compiled:
+            self._hook.install()
+        else:
+            sys.settrace(self._global)
 
     def adopt(self, frame) -> None:
         """Trace an already running frame from its next line (a ``with profile():`` block)."""
@@ -479,7 +524,8 @@ class Recorder:
         entry = self._entry(frame)
         entry[3] = time.perf_counter_ns()
         self._stack.append(entry)
-        frame.f_trace = self._local
+        if not self.compiled:  # the C hook sees every frame's events
+            frame.f_trace = self._hook
 
     def stop(self) -> None:
         if self._t0 == 0 or self.wall_ns:

@@ -1,0 +1,286 @@
+/* The recording's trace function (record.py), its common case in C.
+ *
+ * Through sys.settrace a Python trace function cost about 400 ns a line event at module level
+ * and 700 ns in a function (the trampoline copies the frame's locals to a dict and back around
+ * every call), which made a pure-Python loop 14-25x slower under `chokepoint run`. This one is
+ * installed with PyEval_SetTrace. It takes the common event itself: a line of the traced frame
+ * on top that moves on to a statement already seen, with nothing to capture and no first
+ * execution to finish (its clock read, the previous statement's time and events counted, the
+ * new statement's hit counted, in the objects the Python hooks use). It hands the rest to the
+ * Python hooks unchanged: calls to `Recorder._global` (None back: the frame is not the user's,
+ * and its lines are not traced), the traced frame's other events to `Recorder._local`.
+ *
+ * `Counts` is the base of `record.LineStat`: the counters live in C fields, so that this hook
+ * adds to them without Python objects. A stack entry is the list `Recorder._entry` makes.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <frameobject.h>
+#include <structmember.h>
+
+/* a stack entry's items (record.Recorder._entry) */
+enum { E_FRAME, E_STAT, E_RAW, E_T0, E_PENDING, E_FIRST, E_CACHE, E_COMP, E_SIZE };
+
+typedef struct {
+    PyObject_HEAD
+    long long ns;     /* its own time, nanoseconds */
+    long long events; /* calls of the hook that landed in its time */
+    long long hits;   /* its executions */
+    long long state;  /* 0: capture wanted; 1: captured; 2: copy at next hit; 3: not captured */
+} Counts;
+
+static PyMemberDef counts_members[] = {
+    {"ns", T_LONGLONG, offsetof(Counts, ns), 0, "its own time, nanoseconds"},
+    {"events", T_LONGLONG, offsetof(Counts, events), 0, "calls of the hook in its time"},
+    {"hits", T_LONGLONG, offsetof(Counts, hits), 0, "its executions"},
+    {"state", T_LONGLONG, offsetof(Counts, state), 0, "its capture's state"},
+    {NULL},
+};
+
+static PyTypeObject CountsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "chokepoint.program._linetrace.Counts",
+    .tp_doc = "A statement's counters, kept in C for the line hook.",
+    .tp_basicsize = sizeof(Counts),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = PyType_GenericNew,
+    .tp_members = counts_members,
+};
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *stack;  /* the recorder's list of entries */
+    PyObject *local;  /* Recorder._local: a user frame's events but the common line */
+    PyObject *global; /* Recorder._global: calls (None back: not the user's code) */
+} Hook;
+
+static PyObject *s_call, *s_line, *s_return, *s_exception; /* the events' names */
+
+/* the clock of time.perf_counter_ns(): the Python hook reads it too */
+static inline long long
+now_ns(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyTime_t t;
+    (void)PyTime_PerfCounterRaw(&t);
+    return (long long)t;
+#else
+    return (long long)_PyTime_GetPerfCounter();
+#endif
+}
+
+/* entry[i] = value, a new int */
+static int
+replace(PyObject *entry, Py_ssize_t i, long long value)
+{
+    PyObject *v = PyLong_FromLongLong(value);
+    if (v == NULL)
+        return -1;
+    PyObject *old = PyList_GET_ITEM(entry, i);
+    PyList_SET_ITEM(entry, i, v);
+    Py_DECREF(old);
+    return 0;
+}
+
+/* The common line event, taken here: 1; 0: the Python hook's; -1: an error. */
+static int
+common_line(PyObject *top, PyFrameObject *frame, long long now)
+{
+    if (PyList_GET_ITEM(top, E_PENDING) != Py_None || PyList_GET_ITEM(top, E_FIRST) != Py_None
+        || !PyDict_CheckExact(PyList_GET_ITEM(top, E_CACHE)))
+        return 0; /* a capture or a first execution to finish */
+    int lineno = PyFrame_GetLineNumber(frame);
+    PyObject *key = PyLong_FromLong(lineno);
+    if (key == NULL)
+        return -1;
+    PyObject *new = PyDict_GetItemWithError(PyList_GET_ITEM(top, E_CACHE), key); /* borrowed */
+    Py_DECREF(key);
+    if (new == NULL)
+        return PyErr_Occurred() ? -1 : 0; /* a line not mapped yet */
+    PyObject *stat = PyList_GET_ITEM(top, E_STAT);
+    if (!PyObject_TypeCheck(new, &CountsType)
+        || (stat != Py_None && !PyObject_TypeCheck(stat, &CountsType)))
+        return 0;
+    long long raw = PyLong_AsLongLong(PyList_GET_ITEM(top, E_RAW));
+    long long t0 = PyLong_AsLongLong(PyList_GET_ITEM(top, E_T0));
+    if (PyErr_Occurred())
+        return -1;
+    int comprehension = PyList_GET_ITEM(top, E_COMP) == Py_True;
+    int starts = new != stat || lineno == raw;
+    Counts *next = (Counts *)new;
+    if (starts && !comprehension && (next->hits == 0 || next->state == 0 || next->state == 2))
+        return 0; /* its first execution, or a capture to take */
+    if (stat != Py_None) {
+        ((Counts *)stat)->ns += now - t0;
+        ((Counts *)stat)->events += 1; /* this call began in the previous line's time */
+    }
+    if (starts) {
+        Py_INCREF(new);
+        PyList_SET_ITEM(top, E_STAT, new);
+        Py_DECREF(stat);
+        if (!comprehension) /* a comprehension's lines are its statement's one hit */
+            next->hits += 1;
+    }
+    if (replace(top, E_RAW, lineno) < 0 || replace(top, E_T0, now_ns()) < 0)
+        return -1;
+    return 1;
+}
+
+/* hook(frame, event, arg), its result dropped; -1 where it raised */
+static int
+call_python(PyObject *hook, PyFrameObject *frame, PyObject *event, PyObject *arg,
+            PyObject **result)
+{
+    PyObject *args[3] = {(PyObject *)frame, event, arg != NULL ? arg : Py_None};
+    PyObject *r = PyObject_Vectorcall(hook, args, 3, NULL);
+    if (r == NULL)
+        return -1;
+    if (result != NULL)
+        *result = r;
+    else
+        Py_DECREF(r);
+    return 0;
+}
+
+static int
+trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
+{
+    Hook *self = (Hook *)obj;
+    long long now = now_ns();
+    int failed = 0;
+    if (what == PyTrace_CALL) {
+        PyObject *user = NULL;
+        failed = call_python(self->global, frame, s_call, arg, &user);
+        if (!failed) {
+            /* not the user's code: no line events (sys.settrace's global hook returning None) */
+            if (user == Py_None)
+                failed = PyObject_SetAttrString((PyObject *)frame, "f_trace_lines", Py_False);
+            Py_DECREF(user);
+        }
+    }
+    else if (what == PyTrace_LINE || what == PyTrace_RETURN || what == PyTrace_EXCEPTION) {
+        Py_ssize_t size = PyList_GET_SIZE(self->stack);
+        PyObject *top = size ? PyList_GET_ITEM(self->stack, size - 1) : NULL;
+        if (top == NULL || !PyList_CheckExact(top) || PyList_GET_SIZE(top) != E_SIZE
+            || PyList_GET_ITEM(top, E_FRAME) != (PyObject *)frame)
+            return 0; /* not the traced frame on top (the Python hook ignores it too) */
+        int done = what == PyTrace_LINE ? common_line(top, frame, now) : 0;
+        if (done < 0)
+            failed = 1;
+        else if (!done) {
+            PyObject *event = what == PyTrace_LINE ? s_line
+                              : what == PyTrace_RETURN ? s_return : s_exception;
+            failed = call_python(self->local, frame, event, arg, NULL);
+        }
+    }
+    if (failed) {
+        /* as sys.settrace's hook does when it raises: tracing stops, the error propagates */
+        PyEval_SetTrace(NULL, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+hook_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *stack, *local, *global;
+    static char *names[] = {"stack", "local", "global_", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OO:Hook", names, &PyList_Type, &stack,
+                                     &local, &global))
+        return NULL;
+    if (!PyCallable_Check(local) || !PyCallable_Check(global)) {
+        PyErr_SetString(PyExc_TypeError, "local and global_ must be callable");
+        return NULL;
+    }
+    Hook *self = (Hook *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    Py_INCREF(stack);
+    Py_INCREF(local);
+    Py_INCREF(global);
+    self->stack = stack;
+    self->local = local;
+    self->global = global;
+    return (PyObject *)self;
+}
+
+static PyObject *
+hook_install(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyEval_SetTrace(trace, self);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef hook_methods[] = {
+    {"install", hook_install, METH_NOARGS,
+     "Trace this thread with the hook (sys.settrace(...) or sys.settrace(None) ends it)."},
+    {NULL},
+};
+
+static int
+hook_traverse(Hook *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->stack);
+    Py_VISIT(self->local);
+    Py_VISIT(self->global);
+    return 0;
+}
+
+static int
+hook_clear(Hook *self)
+{
+    Py_CLEAR(self->stack);
+    Py_CLEAR(self->local);
+    Py_CLEAR(self->global);
+    return 0;
+}
+
+static void
+hook_dealloc(Hook *self)
+{
+    PyObject_GC_UnTrack(self);
+    hook_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject HookType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "chokepoint.program._linetrace.Hook",
+    .tp_doc = "Hook(stack, local, global_): the recording's trace function (install()).",
+    .tp_basicsize = sizeof(Hook),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = hook_new,
+    .tp_methods = hook_methods,
+    .tp_traverse = (traverseproc)hook_traverse,
+    .tp_clear = (inquiry)hook_clear,
+    .tp_dealloc = (destructor)hook_dealloc,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, .m_name = "_linetrace",
+    .m_doc = "The recording's trace function in C (see record.py).", .m_size = -1,
+};
+
+PyMODINIT_FUNC
+PyInit__linetrace(void)
+{
+    if (PyType_Ready(&CountsType) < 0 || PyType_Ready(&HookType) < 0)
+        return NULL;
+    if ((s_call = PyUnicode_InternFromString("call")) == NULL
+        || (s_line = PyUnicode_InternFromString("line")) == NULL
+        || (s_return = PyUnicode_InternFromString("return")) == NULL
+        || (s_exception = PyUnicode_InternFromString("exception")) == NULL)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&CountsType);
+    Py_INCREF(&HookType);
+    if (PyModule_AddObject(m, "Counts", (PyObject *)&CountsType) < 0
+        || PyModule_AddObject(m, "Hook", (PyObject *)&HookType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
