@@ -273,3 +273,55 @@ def test_both_hooks_count_the_same_calls_returns_comprehensions_generators_and_e
         assert all(s.ns >= 0 for s in rows.values())
     if len(counts) == 2:
         assert counts[True] == counts[False]
+
+
+def test_a_program_that_pauses_and_restores_the_tracer_is_recorded_whole(tmp_path):
+    # numpy.testing, doctest and debuggers save sys.gettrace() and put it back: the C hook
+    # is then called through sys.settrace, and takes over again
+    path = _write(tmp_path, """\
+        import sys
+        def helper():
+            old = sys.gettrace()
+            sys.settrace(None)
+            try:
+                pass
+            finally:
+                sys.settrace(old)
+        def g(n):
+            return n + 1
+        helper()
+        x = g(1)
+        y = x + 1
+        """)
+    recorder, scope = _record(path)
+    assert scope["y"] == 3
+    rows = {line: s.hits for (_, line), s in recorder.lines.items()}
+    assert rows[11] == rows[12] == rows[13] == 1 and rows[10] == 1
+
+
+def test_a_recording_inside_a_recording_hands_the_thread_back_to_the_outer_one(tmp_path):
+    path = _write(tmp_path, """\
+        def f(n):
+            s = 0
+            for i in range(n):
+                s += i
+            return s
+        """, name="lib_f.py")
+    scope: dict = {}
+    exec(compile(path.read_text(), str(path), "exec"), scope)
+    before = sys.gettrace()
+    outer = Recorder(include=(str(tmp_path),), compiled=HOOK["compiled"])
+    outer.start()
+    try:
+        scope["f"](3)
+        inner = Recorder(include=(str(tmp_path),), compiled=HOOK["compiled"])
+        inner.start()
+        scope["f"](3)
+        inner.stop()
+        scope["f"](3)  # recorded by the outer one again
+    finally:
+        outer.stop()
+    assert sys.gettrace() is before
+    hits = {line: s.hits for (_, line), s in outer.lines.items()}
+    assert hits[4] == 6  # its first and third calls (the inner recording took the second)
+    assert {line: s.hits for (_, line), s in inner.lines.items()}[4] == 3

@@ -3,12 +3,13 @@
  * Through sys.settrace a Python trace function cost about 400 ns a line event at module level
  * and 700 ns in a function (the trampoline copies the frame's locals to a dict and back around
  * every call), which made a pure-Python loop 14-25x slower under `chokepoint run`. This one is
- * installed with PyEval_SetTrace. It takes the common event itself: a line of the traced frame
+ * installed with PyEval_SetTrace (and called as sys.settrace's function where code restores it
+ * from sys.gettrace(), see hook_call). It takes the common event itself: a line of the traced frame
  * on top that moves on to a statement already seen, with nothing to capture and no first
  * execution to finish (its clock read, the previous statement's time and events counted, the
  * new statement's hit counted, in the objects the Python hooks use). It hands the rest to the
- * Python hooks unchanged: calls to `Recorder._global` (None back: the frame is not the user's,
- * and its lines are not traced), the traced frame's other events to `Recorder._local`.
+ * Python hooks unchanged, with the clock read at the event: calls to `Recorder._global`, the
+ * traced frame's other events to `Recorder._local`. Other frames' events return at once.
  *
  * `Counts` is the base of `record.LineStat`: the counters live in C fields, so that this hook
  * adds to them without Python objects. A stack entry is the list `Recorder._entry` makes.
@@ -51,7 +52,8 @@ typedef struct {
     PyObject_HEAD
     PyObject *stack;  /* the recorder's list of entries */
     PyObject *local;  /* Recorder._local: a user frame's events but the common line */
-    PyObject *global; /* Recorder._global: calls (None back: not the user's code) */
+    PyObject *global; /* Recorder._global: calls */
+    int active;       /* installed, and not uninstalled since */
 } Hook;
 
 static PyObject *s_call, *s_line, *s_return, *s_exception; /* the events' names */
@@ -126,13 +128,18 @@ common_line(PyObject *top, PyFrameObject *frame, long long now)
     return 1;
 }
 
-/* hook(frame, event, arg), its result dropped; -1 where it raised */
+/* hook(frame, event, arg, now), its result dropped; -1 where it raised. ``now``, the clock at
+ * the event: the cost of calling into Python is the hook's own, as in the common case */
 static int
 call_python(PyObject *hook, PyFrameObject *frame, PyObject *event, PyObject *arg,
-            PyObject **result)
+            long long now, PyObject **result)
 {
-    PyObject *args[3] = {(PyObject *)frame, event, arg != NULL ? arg : Py_None};
-    PyObject *r = PyObject_Vectorcall(hook, args, 3, NULL);
+    PyObject *clock = PyLong_FromLongLong(now);
+    if (clock == NULL)
+        return -1;
+    PyObject *args[4] = {(PyObject *)frame, event, arg != NULL ? arg : Py_None, clock};
+    PyObject *r = PyObject_Vectorcall(hook, args, 4, NULL);
+    Py_DECREF(clock);
     if (r == NULL)
         return -1;
     if (result != NULL)
@@ -149,14 +156,10 @@ trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     long long now = now_ns();
     int failed = 0;
     if (what == PyTrace_CALL) {
-        PyObject *user = NULL;
-        failed = call_python(self->global, frame, s_call, arg, &user);
-        if (!failed) {
-            /* not the user's code: no line events (sys.settrace's global hook returning None) */
-            if (user == Py_None)
-                failed = PyObject_SetAttrString((PyObject *)frame, "f_trace_lines", Py_False);
-            Py_DECREF(user);
-        }
+        /* a frame not the user's keeps its line events: they return below (its lines not
+         * traced, as when sys.settrace's global hook returns None), and nothing of it is
+         * changed that would outlive the recording */
+        failed = call_python(self->global, frame, s_call, arg, now, NULL);
     }
     else if (what == PyTrace_LINE || what == PyTrace_RETURN || what == PyTrace_EXCEPTION) {
         Py_ssize_t size = PyList_GET_SIZE(self->stack);
@@ -170,7 +173,7 @@ trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
         else if (!done) {
             PyObject *event = what == PyTrace_LINE ? s_line
                               : what == PyTrace_RETURN ? s_return : s_exception;
-            failed = call_python(self->local, frame, event, arg, NULL);
+            failed = call_python(self->local, frame, event, arg, now, NULL);
         }
     }
     if (failed) {
@@ -205,16 +208,49 @@ hook_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)self;
 }
 
+/* hook(frame, event, arg): what sys.settrace calls when code that saved sys.gettrace() (the
+ * hook) restores it (numpy.testing, doctest, debuggers, an inner recording's stop()). The hook
+ * installs itself again as the C trace function and takes the event; None back: no Python
+ * trace function is left on the frame */
+static PyObject *
+hook_call(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *frame, *event, *arg;
+    if (!PyArg_ParseTuple(args, "O!UO:Hook", &PyFrame_Type, &frame, &event, &arg))
+        return NULL;
+    if (!((Hook *)self)->active)
+        Py_RETURN_NONE; /* its recording has stopped: a frame it traced outlived it */
+    int what = !PyUnicode_CompareWithASCIIString(event, "call")        ? PyTrace_CALL
+               : !PyUnicode_CompareWithASCIIString(event, "line")      ? PyTrace_LINE
+               : !PyUnicode_CompareWithASCIIString(event, "return")    ? PyTrace_RETURN
+               : !PyUnicode_CompareWithASCIIString(event, "exception") ? PyTrace_EXCEPTION
+                                                                       : -1;
+    PyEval_SetTrace(trace, self);
+    if (what >= 0 && trace(self, (PyFrameObject *)frame, what, arg) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 hook_install(PyObject *self, PyObject *Py_UNUSED(ignored))
 {
+    ((Hook *)self)->active = 1;
     PyEval_SetTrace(trace, self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+hook_uninstall(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    ((Hook *)self)->active = 0;
     Py_RETURN_NONE;
 }
 
 static PyMethodDef hook_methods[] = {
     {"install", hook_install, METH_NOARGS,
      "Trace this thread with the hook (sys.settrace(...) or sys.settrace(None) ends it)."},
+    {"uninstall", hook_uninstall, METH_NOARGS,
+     "Before sys.settrace(previous): a frame it traced that calls it later changes nothing."},
     {NULL},
 };
 
@@ -251,6 +287,7 @@ static PyTypeObject HookType = {
     .tp_basicsize = sizeof(Hook),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = hook_new,
+    .tp_call = hook_call,
     .tp_methods = hook_methods,
     .tp_traverse = (traverseproc)hook_traverse,
     .tp_clear = (inquiry)hook_clear,
@@ -275,10 +312,7 @@ PyInit__linetrace(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    Py_INCREF(&CountsType);
-    Py_INCREF(&HookType);
-    if (PyModule_AddObject(m, "Counts", (PyObject *)&CountsType) < 0
-        || PyModule_AddObject(m, "Hook", (PyObject *)&HookType) < 0) {
+    if (PyModule_AddType(m, &CountsType) < 0 || PyModule_AddType(m, &HookType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -371,7 +371,9 @@ class Recorder:
             stat = self.lines[key] = LineStat(statement)
         return stat
 
-    def _global(self, frame, event, arg):
+    def _global(self, frame, event, arg, now=None):
+        # ``now``: the C hook's clock at the event (the cost of calling into Python is then the
+        # hook's, not the line's); the Python hook reads its own
         if event != "call":
             return None
         if not self._is_user(frame.f_code):
@@ -381,7 +383,8 @@ class Recorder:
             if stack and stack[-1][1] is not None:
                 stack[-1][1].library_calls += 1
             return None
-        now = time.perf_counter_ns()
+        if now is None:
+            now = time.perf_counter_ns()
         stack = self._stack
         if stack:
             top = stack[-1]
@@ -390,12 +393,17 @@ class Recorder:
                 top[1].events += 1
         entry = self._entry(frame)
         stack.append(entry)
+        if self.compiled:
+            # what sys.settrace does with the hook returned below: where code restores the C
+            # hook from sys.gettrace(), sys.settrace calls it for this frame's events
+            frame.f_trace = self._hook
         entry[3] = time.perf_counter_ns()
         return self._hook
 
-    def _local(self, frame, event, arg, _clock=time.perf_counter_ns):
+    def _local(self, frame, event, arg, now=None, _clock=time.perf_counter_ns):
         # the hot path of the recording (one call per line executed): kept to local lookups
-        now = _clock()
+        if now is None:
+            now = _clock()
         stack = self._stack
         if not stack:
             return self._hook
@@ -524,13 +532,17 @@ class Recorder:
         entry = self._entry(frame)
         entry[3] = time.perf_counter_ns()
         self._stack.append(entry)
-        if not self.compiled:  # the C hook sees every frame's events
-            frame.f_trace = self._hook
+        frame.f_trace = self._hook
 
     def stop(self) -> None:
         if self._t0 == 0 or self.wall_ns:
             return  # not started, or stopped already
-        sys.settrace(self._previous)
+        if self.compiled:
+            self._hook.uninstall()
+        if _compiled is not None and isinstance(self._previous, _compiled.Hook):
+            self._previous.install()  # an outer recording's C hook (a nested profile())
+        else:
+            sys.settrace(self._previous)
         now = time.perf_counter_ns()
         while self._stack:  # frames left running (stop() called inside a traced function)
             top = self._stack.pop()
