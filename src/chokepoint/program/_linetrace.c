@@ -28,6 +28,7 @@ typedef struct {
     long long events; /* calls of the hook that landed in its time */
     long long hits;   /* its executions */
     long long state;  /* 0: capture wanted; 1: captured; 2: copy at next hit; 3: not captured */
+    long long library_calls; /* library Python functions it called (each a call of the hook) */
 } Counts;
 
 static PyMemberDef counts_members[] = {
@@ -35,6 +36,8 @@ static PyMemberDef counts_members[] = {
     {"events", T_LONGLONG, offsetof(Counts, events), 0, "calls of the hook in its time"},
     {"hits", T_LONGLONG, offsetof(Counts, hits), 0, "its executions"},
     {"state", T_LONGLONG, offsetof(Counts, state), 0, "its capture's state"},
+    {"library_calls", T_LONGLONG, offsetof(Counts, library_calls), 0,
+     "library Python functions it called"},
     {NULL},
 };
 
@@ -53,6 +56,7 @@ typedef struct {
     PyObject *stack;  /* the recorder's list of entries */
     PyObject *local;  /* Recorder._local: a user frame's events but the common line */
     PyObject *global; /* Recorder._global: calls */
+    PyObject *user;   /* Recorder._user: code -> whether it is the user's (filled by _global) */
     int active;       /* installed, and not uninstalled since */
 } Hook;
 
@@ -156,10 +160,26 @@ trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     long long now = now_ns();
     int failed = 0;
     if (what == PyTrace_CALL) {
-        /* a frame not the user's keeps its line events: they return below (its lines not
-         * traced, as when sys.settrace's global hook returns None), and nothing of it is
-         * changed that would outlive the recording */
-        failed = call_python(self->global, frame, s_call, arg, now, NULL);
+        /* a library function seen before (NumPy's Python wrappers, called in a loop): counted
+         * in the calling statement, as _global counts it. A frame not the user's keeps its
+         * line events: they return below (its lines not traced, as when sys.settrace's global
+         * hook returns None), and nothing of it is changed that would outlive the recording */
+        PyCodeObject *code = PyFrame_GetCode(frame);
+        PyObject *user = PyDict_GetItemWithError(self->user, (PyObject *)code); /* borrowed */
+        Py_DECREF(code);
+        if (user == Py_False) {
+            Py_ssize_t size = PyList_GET_SIZE(self->stack);
+            PyObject *top = size ? PyList_GET_ITEM(self->stack, size - 1) : NULL;
+            PyObject *stat = top != NULL && PyList_CheckExact(top)
+                             && PyList_GET_SIZE(top) == E_SIZE ? PyList_GET_ITEM(top, E_STAT)
+                                                               : NULL;
+            if (stat != NULL && PyObject_TypeCheck(stat, &CountsType))
+                ((Counts *)stat)->library_calls += 1;
+        }
+        else if (user == NULL && PyErr_Occurred())
+            failed = 1;
+        else
+            failed = call_python(self->global, frame, s_call, arg, now, NULL);
     }
     else if (what == PyTrace_LINE || what == PyTrace_RETURN || what == PyTrace_EXCEPTION) {
         Py_ssize_t size = PyList_GET_SIZE(self->stack);
@@ -187,10 +207,10 @@ trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 static PyObject *
 hook_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *stack, *local, *global;
-    static char *names[] = {"stack", "local", "global_", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OO:Hook", names, &PyList_Type, &stack,
-                                     &local, &global))
+    PyObject *stack, *local, *global, *user;
+    static char *names[] = {"stack", "local", "global_", "user", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOO!:Hook", names, &PyList_Type, &stack,
+                                     &local, &global, &PyDict_Type, &user))
         return NULL;
     if (!PyCallable_Check(local) || !PyCallable_Check(global)) {
         PyErr_SetString(PyExc_TypeError, "local and global_ must be callable");
@@ -202,9 +222,11 @@ hook_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     Py_INCREF(stack);
     Py_INCREF(local);
     Py_INCREF(global);
+    Py_INCREF(user);
     self->stack = stack;
     self->local = local;
     self->global = global;
+    self->user = user;
     return (PyObject *)self;
 }
 
@@ -260,6 +282,7 @@ hook_traverse(Hook *self, visitproc visit, void *arg)
     Py_VISIT(self->stack);
     Py_VISIT(self->local);
     Py_VISIT(self->global);
+    Py_VISIT(self->user);
     return 0;
 }
 
@@ -269,6 +292,7 @@ hook_clear(Hook *self)
     Py_CLEAR(self->stack);
     Py_CLEAR(self->local);
     Py_CLEAR(self->global);
+    Py_CLEAR(self->user);
     return 0;
 }
 
@@ -283,7 +307,7 @@ hook_dealloc(Hook *self)
 static PyTypeObject HookType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "chokepoint.program._linetrace.Hook",
-    .tp_doc = "Hook(stack, local, global_): the recording's trace function (install()).",
+    .tp_doc = "Hook(stack, local, global_, user): the recording's trace function (install()).",
     .tp_basicsize = sizeof(Hook),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = hook_new,

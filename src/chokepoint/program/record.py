@@ -235,11 +235,11 @@ def _linetrace():
 class _Counts:
     """A statement's counters (the Python stand-in for ``_linetrace.Counts``)."""
 
-    __slots__ = ("events", "hits", "ns", "state")
+    __slots__ = ("events", "hits", "library_calls", "ns", "state")
 
     def __new__(cls, *args, **kwargs):
         self = super().__new__(cls)
-        self.ns = self.events = self.hits = self.state = 0
+        self.ns = self.events = self.hits = self.state = self.library_calls = 0
         return self
 
 
@@ -254,7 +254,8 @@ class LineStat(Counts):
 
     Its counters (from :data:`Counts`): ``hits``; ``ns``, its own time in nanoseconds;
     ``events``, calls of the hook that landed in its time (their cost is taken out);
-    ``state``, 0: capture wanted; 1: captured; 2: copy at next hit; 3: not captured.
+    ``state``, 0: capture wanted; 1: captured; 2: copy at next hit; 3: not captured;
+    ``library_calls``, library Python functions it called (each a call of the hook).
     """
 
     statement: Statement
@@ -262,7 +263,6 @@ class LineStat(Counts):
     why_not: str = ""  # why it was not captured
     over_budget: bool = False  # not captured: the capture budget was spent
     mutates: bool = False  # its first execution changed what it read
-    library_calls: int = 0  # library Python functions it called (each a call of the hook)
     first_ns: int = 0  # its first execution's own time
     peak_growth: int = 0  # bytes the process's peak memory grew by during its first execution
 
@@ -300,16 +300,17 @@ class Recorder:
         self.compiled = compiled and _compiled is not None
         # C: the trace function (install()), handing calls to _global and a traced frame's
         # other events to _local; Python: what _global returns for a user frame
-        self._hook = (_compiled.Hook(self._stack, self._local, self._global) if self.compiled
-                      else self._local)
+        self._hook = (_compiled.Hook(self._stack, self._local, self._global, self._user)
+                      if self.compiled else self._local)
 
     # -- the hooks ------------------------------------------------------------------------------
 
     def _is_user(self, code) -> bool:
         user = self._user.get(code)
         if user is None:
-            user = self._user[code] = (user_file(code.co_filename, self.include)
-                                       or code.co_filename == _CALIBRATION)
+            # a bool: the C hook counts a call of code mapped to False itself
+            user = self._user[code] = bool(user_file(code.co_filename, self.include)
+                                           or code.co_filename == _CALIBRATION)
         return user
 
     def hook_cost_ns(self) -> tuple[float, float]:
