@@ -47,6 +47,7 @@ def test_info_and_help(capsys):
     assert main(["info"]) == 0
     shown = capsys.readouterr().out
     assert "backend" in shown and "result_pool" in shown and "c_path" in shown
+    assert "run_line_hook" in shown
     assert "stream_from" in shown  # where the kernels may stream (the last-level cache)
     assert main([]) == 2
 

@@ -460,6 +460,9 @@ def _info(args: argparse.Namespace) -> int:
     from .kernels import native
 
     info["c_path"] = native.status()  # builds it on first use (about a second)
+    from .program.record import hook_status
+
+    info["run_line_hook"] = hook_status()
     from .kernels import pool
 
     info["result_pool"] = (f"results from {pool.MIN_BYTES >> 20} MiB reuse free buffers, up to "

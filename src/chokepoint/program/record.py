@@ -34,8 +34,8 @@ import numpy as np
 from ..kernels import native
 from ..measure.usercode import user_file
 
-__all__ = ["Capture", "LineStat", "Recorder", "SourceMap", "Statement", "fingerprint",
-           "user_file"]
+__all__ = ["Capture", "Counts", "LineStat", "Recorder", "SourceMap", "Statement", "fingerprint",
+           "hook_status", "user_file"]
 
 #: the code names of the frames a comprehension or generator expression runs in (Python 3.11)
 COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
@@ -220,16 +220,29 @@ class Capture:
                 if not _same(fingerprint(self.values[name]), fp)]
 
 
+_why_python = ""  # why the Python hooks take every event (empty: the C hook is built)
+
+
 def _linetrace():
     """The compiled line hook (``_linetrace.c``), or None where it cannot be built or
     ``CHOKEPOINT_NATIVE=0``: then the Python hook takes every event."""
+    global _why_python
     if native.disabled():
+        _why_python = "CHOKEPOINT_NATIVE=0"
         return None
     try:
         return native.extension(Path(__file__).with_name("_linetrace.c"),
                                 "chokepoint.program._linetrace")
-    except Exception:  # an optimisation: whatever failed, the Python hook runs
+    except Exception as exc:  # an optimisation: whatever failed, the Python hook runs
+        _why_python = f"not built: {type(exc).__name__}: {str(exc)[:200]}"
         return None
+
+
+def hook_status() -> str:
+    """One line: which hook records ``chokepoint run`` (``chokepoint info`` shows it)."""
+    if _compiled is not None:
+        return "C for the common events (program/_linetrace.c), Python for the rest"
+    return f"Python for every event ({_why_python}): loops record about 3x slower"
 
 
 class _Counts:
