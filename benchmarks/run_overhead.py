@@ -69,6 +69,14 @@ PROGRAMS = {
             return s + a + b + c + d
         count(200000)
         """,
+    # a small function of the user's called in a loop (each call a frame to trace)
+    "user function calls (200,000)": """
+        def area(w, h):
+            return w * h
+        total = 0
+        for i in range(200000):
+            total += area(i, 3)
+        """,
     # element indexing of a small matrix in a triple loop (Floyd-Warshall, 60 nodes)
     "element loop (Floyd-Warshall, 60)": """
         import numpy as np

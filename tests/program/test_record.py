@@ -262,8 +262,8 @@ def test_both_hooks_count_the_same_calls_returns_comprehensions_generators_and_e
         HOOK["compiled"] = compiled
         recorder, scope = _record(path)
         assert scope["total"] == 30 * 6 - 5
-        counts[compiled] = {line: (s.hits, s.events, s.library_calls, s.state, s.mutates,
-                                   s.capture is not None)
+        counts[compiled] = {line: (s.hits, s.events, s.library_calls, s.user_calls, s.state,
+                                   s.mutates, s.capture is not None)
                             for (_, line), s in recorder.lines.items()}
         rows = {line: s for (_, line), s in recorder.lines.items()}
         assert rows[4].hits == rows[15].hits == 30 and rows[5].hits == 30

@@ -1,15 +1,20 @@
-/* The recording's trace function (record.py), its common case in C.
+/* The recording's trace function (record.py), its common events in C.
  *
  * Through sys.settrace a Python trace function cost about 400 ns a line event at module level
  * and 700 ns in a function (the trampoline copies the frame's locals to a dict and back around
  * every call), which made a pure-Python loop 14-25x slower under `chokepoint run`. This one is
  * installed with PyEval_SetTrace (and called as sys.settrace's function where code restores it
- * from sys.gettrace(), see hook_call). It takes the common event itself: a line of the traced frame
- * on top that moves on to a statement already seen, with nothing to capture and no first
- * execution to finish (its clock read, the previous statement's time and events counted, the
- * new statement's hit counted, in the objects the Python hooks use). It hands the rest to the
- * Python hooks unchanged, with the clock read at the event: calls to `Recorder._global`, the
- * traced frame's other events to `Recorder._local`. Other frames' events return at once.
+ * from sys.gettrace(), see hook_call). It takes the common events itself, in the objects the
+ * Python hooks use:
+ *   - a line of the traced frame on top that moves on to a statement already seen, with
+ *     nothing to capture and no first execution to finish;
+ *   - a call of the user's code seen before (its entry pushed), and its return;
+ *   - a call of a library function seen before (counted in the calling statement).
+ * It hands the rest to the Python hooks unchanged, with the clock read at the event: calls to
+ * `Recorder._global`, the traced frame's other events to `Recorder._local`. Other frames'
+ * events return at once. One clock read an event: the hook's own time after it lands in the
+ * next statement's, and is taken out with the rest of its cost per event
+ * (`Recorder.hook_cost_ns`).
  *
  * `Counts` is the base of `record.LineStat`: the counters live in C fields, so that this hook
  * adds to them without Python objects. A stack entry is the list `Recorder._entry` makes.
@@ -29,6 +34,7 @@ typedef struct {
     long long hits;   /* its executions */
     long long state;  /* 0: capture wanted; 1: captured; 2: copy at next hit; 3: not captured */
     long long library_calls; /* library Python functions it called (each a call of the hook) */
+    long long user_calls;    /* the user's functions it called */
 } Counts;
 
 static PyMemberDef counts_members[] = {
@@ -38,6 +44,7 @@ static PyMemberDef counts_members[] = {
     {"state", T_LONGLONG, offsetof(Counts, state), 0, "its capture's state"},
     {"library_calls", T_LONGLONG, offsetof(Counts, library_calls), 0,
      "library Python functions it called"},
+    {"user_calls", T_LONGLONG, offsetof(Counts, user_calls), 0, "the user's functions it called"},
     {NULL},
 };
 
@@ -57,6 +64,7 @@ typedef struct {
     PyObject *local;  /* Recorder._local: a user frame's events but the common line */
     PyObject *global; /* Recorder._global: calls */
     PyObject *user;   /* Recorder._user: code -> whether it is the user's (filled by _global) */
+    PyObject *codes;  /* Recorder._code_lines: id(code) -> (code, line -> statement, comp) */
     int active;       /* installed, and not uninstalled since */
 } Hook;
 
@@ -127,7 +135,7 @@ common_line(PyObject *top, PyFrameObject *frame, long long now)
         if (!comprehension) /* a comprehension's lines are its statement's one hit */
             next->hits += 1;
     }
-    if (replace(top, E_RAW, lineno) < 0 || replace(top, E_T0, now_ns()) < 0)
+    if (replace(top, E_RAW, lineno) < 0 || replace(top, E_T0, now) < 0)
         return -1;
     return 1;
 }
@@ -153,6 +161,103 @@ call_python(PyObject *hook, PyFrameObject *frame, PyObject *event, PyObject *arg
     return 0;
 }
 
+/* the entry on top of the stack when it is a well-formed one, else NULL */
+static PyObject *
+top_entry(Hook *self)
+{
+    Py_ssize_t size = PyList_GET_SIZE(self->stack);
+    PyObject *top = size ? PyList_GET_ITEM(self->stack, size - 1) : NULL;
+    if (top == NULL || !PyList_CheckExact(top) || PyList_GET_SIZE(top) != E_SIZE)
+        return NULL;
+    return top;
+}
+
+/* the time since the entry's clock to its statement, with the hook's call that ends it */
+static int
+charge(PyObject *top, long long now)
+{
+    PyObject *stat = PyList_GET_ITEM(top, E_STAT);
+    if (stat == Py_None)
+        return 0;
+    if (!PyObject_TypeCheck(stat, &CountsType)) {
+        PyErr_SetString(PyExc_TypeError, "a stack entry's statement is not a Counts");
+        return -1;
+    }
+    long long t0 = PyLong_AsLongLong(PyList_GET_ITEM(top, E_T0));
+    if (t0 == -1 && PyErr_Occurred())
+        return -1;
+    ((Counts *)stat)->ns += now - t0;
+    ((Counts *)stat)->events += 1;
+    return 0;
+}
+
+/* A call of the user's code seen before: its entry pushed, as _global does (1); 0: for
+ * _global (its code's first call: _entry makes the code's line map); -1: an error */
+static int
+user_call(Hook *self, PyFrameObject *frame, PyCodeObject *code, long long now)
+{
+    PyObject *key = PyLong_FromVoidPtr(code);
+    if (key == NULL)
+        return -1;
+    PyObject *found = PyDict_GetItemWithError(self->codes, key); /* (code, lines, comp) */
+    Py_DECREF(key);
+    if (found == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 3
+        || PyTuple_GET_ITEM(found, 0) != (PyObject *)code)
+        return 0; /* another code object at that address since */
+    PyObject *top = top_entry(self);
+    if (top != NULL) {
+        if (charge(top, now) < 0)
+            return -1;
+        PyObject *stat = PyList_GET_ITEM(top, E_STAT);
+        if (stat != Py_None)
+            ((Counts *)stat)->user_calls += 1; /* a Counts: charge() checked */
+    }
+    PyObject *entry = PyList_New(E_SIZE);
+    if (entry == NULL)
+        return -1;
+    PyObject *items[E_SIZE] = {(PyObject *)frame, Py_None, NULL, NULL, Py_None, Py_None,
+                               PyTuple_GET_ITEM(found, 1), PyTuple_GET_ITEM(found, 2)};
+    items[E_RAW] = PyLong_FromLong(-1);
+    items[E_T0] = PyLong_FromLong(0);
+    for (int i = 0; i < E_SIZE; i++) {
+        if (items[i] == NULL) {
+            Py_DECREF(entry);
+            return -1;
+        }
+        if (i != E_RAW && i != E_T0)
+            Py_INCREF(items[i]);
+        PyList_SET_ITEM(entry, i, items[i]);
+    }
+    /* what sys.settrace does with _global's result: where code restores the C hook from
+     * sys.gettrace(), sys.settrace calls it for this frame's events */
+    /* no reference cycle runs through an entry (nothing the program reaches holds one): kept
+     * out of the garbage collector's lists, which every new list otherwise walks */
+    PyObject_GC_UnTrack(entry);
+    int failed = PyList_Append(self->stack, entry) < 0
+                 || PyObject_SetAttrString((PyObject *)frame, "f_trace", (PyObject *)self) < 0
+                 || replace(entry, E_T0, now) < 0;
+    Py_DECREF(entry);
+    return failed ? -1 : 1;
+}
+
+/* The return of the traced frame on top with nothing to finish: its entry popped, as _local
+ * does (1); 0: for _local; -1: an error */
+static int
+user_return(Hook *self, PyObject *top, long long now)
+{
+    if (PyList_GET_ITEM(top, E_PENDING) != Py_None || PyList_GET_ITEM(top, E_FIRST) != Py_None)
+        return 0;
+    if (charge(top, now) < 0)
+        return -1;
+    Py_ssize_t size = PyList_GET_SIZE(self->stack);
+    if (PyList_SetSlice(self->stack, size - 1, size, NULL) < 0)
+        return -1;
+    PyObject *below = top_entry(self);
+    return below == NULL || replace(below, E_T0, now) == 0 ? 1 : -1;
+}
+
 static int
 trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 {
@@ -166,28 +271,31 @@ trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
          * hook returns None), and nothing of it is changed that would outlive the recording */
         PyCodeObject *code = PyFrame_GetCode(frame);
         PyObject *user = PyDict_GetItemWithError(self->user, (PyObject *)code); /* borrowed */
-        Py_DECREF(code);
+        int done = 0;
         if (user == Py_False) {
-            Py_ssize_t size = PyList_GET_SIZE(self->stack);
-            PyObject *top = size ? PyList_GET_ITEM(self->stack, size - 1) : NULL;
-            PyObject *stat = top != NULL && PyList_CheckExact(top)
-                             && PyList_GET_SIZE(top) == E_SIZE ? PyList_GET_ITEM(top, E_STAT)
-                                                               : NULL;
+            PyObject *top = top_entry(self);
+            PyObject *stat = top != NULL ? PyList_GET_ITEM(top, E_STAT) : NULL;
             if (stat != NULL && PyObject_TypeCheck(stat, &CountsType))
                 ((Counts *)stat)->library_calls += 1;
+            done = 1;
         }
         else if (user == NULL && PyErr_Occurred())
+            done = -1;
+        else if (user == Py_True)
+            done = user_call(self, frame, code, now);
+        Py_DECREF(code);
+        if (done < 0)
             failed = 1;
-        else
+        else if (!done)
             failed = call_python(self->global, frame, s_call, arg, now, NULL);
     }
     else if (what == PyTrace_LINE || what == PyTrace_RETURN || what == PyTrace_EXCEPTION) {
-        Py_ssize_t size = PyList_GET_SIZE(self->stack);
-        PyObject *top = size ? PyList_GET_ITEM(self->stack, size - 1) : NULL;
-        if (top == NULL || !PyList_CheckExact(top) || PyList_GET_SIZE(top) != E_SIZE
-            || PyList_GET_ITEM(top, E_FRAME) != (PyObject *)frame)
+        PyObject *top = top_entry(self);
+        if (top == NULL || PyList_GET_ITEM(top, E_FRAME) != (PyObject *)frame)
             return 0; /* not the traced frame on top (the Python hook ignores it too) */
-        int done = what == PyTrace_LINE ? common_line(top, frame, now) : 0;
+        int done = what == PyTrace_LINE     ? common_line(top, frame, now)
+                   : what == PyTrace_RETURN ? user_return(self, top, now)
+                                            : 0;
         if (done < 0)
             failed = 1;
         else if (!done) {
@@ -207,10 +315,11 @@ trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
 static PyObject *
 hook_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *stack, *local, *global, *user;
-    static char *names[] = {"stack", "local", "global_", "user", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOO!:Hook", names, &PyList_Type, &stack,
-                                     &local, &global, &PyDict_Type, &user))
+    PyObject *stack, *local, *global, *user, *codes;
+    static char *names[] = {"stack", "local", "global_", "user", "codes", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOO!O!:Hook", names, &PyList_Type, &stack,
+                                     &local, &global, &PyDict_Type, &user, &PyDict_Type,
+                                     &codes))
         return NULL;
     if (!PyCallable_Check(local) || !PyCallable_Check(global)) {
         PyErr_SetString(PyExc_TypeError, "local and global_ must be callable");
@@ -223,6 +332,8 @@ hook_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     Py_INCREF(local);
     Py_INCREF(global);
     Py_INCREF(user);
+    Py_INCREF(codes);
+    self->codes = codes;
     self->stack = stack;
     self->local = local;
     self->global = global;
@@ -283,6 +394,7 @@ hook_traverse(Hook *self, visitproc visit, void *arg)
     Py_VISIT(self->local);
     Py_VISIT(self->global);
     Py_VISIT(self->user);
+    Py_VISIT(self->codes);
     return 0;
 }
 
@@ -293,6 +405,7 @@ hook_clear(Hook *self)
     Py_CLEAR(self->local);
     Py_CLEAR(self->global);
     Py_CLEAR(self->user);
+    Py_CLEAR(self->codes);
     return 0;
 }
 
@@ -307,7 +420,7 @@ hook_dealloc(Hook *self)
 static PyTypeObject HookType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "chokepoint.program._linetrace.Hook",
-    .tp_doc = "Hook(stack, local, global_, user): the recording's trace function (install()).",
+    .tp_doc = "Hook(stack, local, global_, user, codes): the recording's trace function.",
     .tp_basicsize = sizeof(Hook),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = hook_new,

@@ -155,6 +155,9 @@ def loop(n):
 def calling(n, library):
     for i in range(n):
         library(i)
+
+def called(i):
+    return i
 """
 _LIBRARY_CODE = """
 def library(i):
@@ -248,11 +251,12 @@ def hook_status() -> str:
 class _Counts:
     """A statement's counters (the Python stand-in for ``_linetrace.Counts``)."""
 
-    __slots__ = ("events", "hits", "library_calls", "ns", "state")
+    __slots__ = ("events", "hits", "library_calls", "ns", "state", "user_calls")
 
     def __new__(cls, *args, **kwargs):
         self = super().__new__(cls)
         self.ns = self.events = self.hits = self.state = self.library_calls = 0
+        self.user_calls = 0
         return self
 
 
@@ -268,7 +272,8 @@ class LineStat(Counts):
     Its counters (from :data:`Counts`): ``hits``; ``ns``, its own time in nanoseconds;
     ``events``, calls of the hook that landed in its time (their cost is taken out);
     ``state``, 0: capture wanted; 1: captured; 2: copy at next hit; 3: not captured;
-    ``library_calls``, library Python functions it called (each a call of the hook).
+    ``library_calls``, library Python functions it called (each a call of the hook);
+    ``user_calls``, the user's functions it called.
     """
 
     statement: Statement
@@ -304,7 +309,8 @@ class Recorder:
         self._maps: dict[str, SourceMap] = {}
         self._user: dict[object, bool] = {}
         self._stack: list[list] = []  # entries made by _entry
-        self._code_lines: dict[int, tuple[object, dict[int, LineStat]]] = {}
+        #: id(code) -> (code, its line -> LineStat, whether it is a comprehension's)
+        self._code_lines: dict[int, tuple[object, dict[int, LineStat], bool]] = {}
         self._previous = None
         self.wall_ns = 0
         self._t0 = 0
@@ -313,8 +319,8 @@ class Recorder:
         self.compiled = compiled and _compiled is not None
         # C: the trace function (install()), handing calls to _global and a traced frame's
         # other events to _local; Python: what _global returns for a user frame
-        self._hook = (_compiled.Hook(self._stack, self._local, self._global, self._user)
-                      if self.compiled else self._local)
+        self._hook = (_compiled.Hook(self._stack, self._local, self._global, self._user,
+                                     self._code_lines) if self.compiled else self._local)
 
     # -- the hooks ------------------------------------------------------------------------------
 
@@ -326,37 +332,38 @@ class Recorder:
                                            or code.co_filename == _CALIBRATION)
         return user
 
-    def hook_cost_ns(self) -> tuple[float, float]:
-        """Nanoseconds the hook adds to a line's own time per line event (the call into the
-        hook before it reads the clock), and per call of a library's Python function, each
-        measured on a loop of trivial lines."""
+    def hook_cost_ns(self) -> tuple[float, float, float]:
+        """Nanoseconds the hook adds to the lines' own time per event, per call of a library's
+        Python function and per call of the user's function (beyond its events: making the
+        callee's entry), each measured on a loop of trivial lines."""
         scope: dict = {}
         exec(compile(_CALIBRATION_CODE, _CALIBRATION, "exec"), scope)
         exec(compile(_LIBRARY_CODE, _CALIBRATION_LIBRARY, "exec"), scope)
-        per_event = self._calibrate(scope["loop"], None)
-        per_call = self._calibrate(scope["calling"], scope["library"], per_event)
-        return per_event, per_call
+        per_event = self._calibrate(scope["loop"], None, "events")
+        per_call = self._calibrate(scope["calling"], scope["library"], "library_calls",
+                                   per_event)
+        per_user_call = self._calibrate(scope["calling"], scope["called"], "user_calls",
+                                        per_event)
+        return per_event, per_call, per_user_call
 
-    def _calibrate(self, loop, library, per_event: float | None = None) -> float:
-        """The hook's cost per line event (``per_event`` None), or per library call."""
-        args = (_CALIBRATION_N,) if library is None else (_CALIBRATION_N, library)
+    def _calibrate(self, loop, callee, counter: str, per_event: float = 0.0) -> float:
+        """The hook's cost per count of ``counter`` (``"events"``, ``"library_calls"``,
+        ``"user_calls"``) on ``loop`` (calling ``callee``, a library's function or the
+        user's), beyond ``per_event`` per event."""
+        args = (_CALIBRATION_N,) if callee is None else (_CALIBRATION_N, callee)
         plain = min(_timed(loop, args) for _ in range(3))
         costs = []
         for _ in range(3):
             probe = Recorder(compiled=self.compiled)
             probe._user[loop.__code__] = True
-            if library is not None:
-                probe._user[library.__code__] = False
+            if callee is not None:
+                probe._user[callee.__code__] = counter == "user_calls"
             probe.start()
             loop(*args)
             probe.stop()
             stats = probe.lines.values()
-            extra = sum(s.ns for s in stats) - plain
-            if per_event is None:
-                costs.append(max(0.0, extra / max(sum(s.events for s in stats), 1)))
-            else:
-                extra -= per_event * sum(s.events for s in stats)
-                costs.append(max(0.0, extra / max(sum(s.library_calls for s in stats), 1)))
+            extra = sum(s.ns for s in stats) - plain - per_event * sum(s.events for s in stats)
+            costs.append(max(0.0, extra / max(sum(getattr(s, counter) for s in stats), 1)))
         return min(costs)
 
     def _entry(self, frame) -> list:
@@ -368,8 +375,8 @@ class Recorder:
         # lines) are one key otherwise; the code is kept alive with its cache
         found = self._code_lines.get(id(code))
         if found is None or found[0] is not code:
-            found = self._code_lines[id(code)] = (code, {})
-        return [frame, None, -1, 0, None, None, found[1], code.co_name in COMPREHENSIONS]
+            found = self._code_lines[id(code)] = (code, {}, code.co_name in COMPREHENSIONS)
+        return [frame, None, -1, 0, None, None, found[1], found[2]]
 
     def _stat_at(self, filename: str, lineno: int) -> LineStat:
         """The statement holding line ``lineno`` of ``filename`` (made on its first event)."""
@@ -405,6 +412,7 @@ class Recorder:
             if top[1] is not None:
                 top[1].ns += now - top[3]
                 top[1].events += 1
+                top[1].user_calls += 1
         entry = self._entry(frame)
         stack.append(entry)
         if self.compiled:
