@@ -15,6 +15,7 @@ import contextlib
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +37,7 @@ from ..measure import statements as _statements
 from ..measure.roofline import Roofline
 from ..measure.timer import Measurement, measure_interleaved
 from .blocked import blocked, largest_intermediate
+from .joined import joined_distances
 from .record import LineStat
 from .replay import (
     is_simple_name_assign,
@@ -181,12 +183,14 @@ def _blas_threads() -> int:
 def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                  *, min_share_s: float = 0.0, rewrite: bool = True,
                  deadline: float = math.inf, include: tuple[str, ...] = (),
-                 run_deadline: float = math.inf) -> LineAnalysis:
+                 run_deadline: float = math.inf,
+                 producer: Callable[[str], LineStat | None] | None = None) -> LineAnalysis:
     """Replay ``stat`` and measure its causes.
 
     The line-level causes (fresh memory, BLAS threads, a large intermediate) are measured
     until ``run_deadline`` (the run's whole budget); the rewrite and the operations' probes
-    until ``deadline`` (the line's share of it).
+    until ``deadline`` (the line's share of it). ``producer``: the statement that made a name
+    the line reads (two lines of pairwise distances are rewritten together, :mod:`.joined`).
 
     Raises
     ------
@@ -347,7 +351,10 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                     in_lines = line_rewrites(tr.lines, min_time=settings.min_time)
         except Exception as exc:  # the line's other measurements stand
             notes.append(f"a rewrite could not be tried: {type(exc).__name__}: {exc}")
-    rewrite_out = _rewrite(found_rewrite, in_lines + [block_rewrite] * bool(block_rewrite),
+    joined = (_joined(stat, producer, inputs, result, settings, notes)
+              if rewrite and producer is not None and time.perf_counter() < deadline else [])
+    rewrite_out = _rewrite(found_rewrite,
+                           in_lines + [block_rewrite] * bool(block_rewrite) + joined,
                            replay_s, stat, line_s)
 
     # 4. the operations alone (explain's per-operation probes on those that matter)
@@ -452,9 +459,33 @@ def _blocked_cause(expr: _statements.Statement, target: str | None, ns: dict, in
     return Cause("temporaries", saved * hits, numbers), rewrite
 
 
+def _joined(stat: LineStat, producer: Callable[[str], LineStat | None], inputs: dict,
+            result, settings: ProbeSettings, notes: list[str]) -> list[dict]:
+    """The line's pairwise distances rewritten with the line that made the 3-D difference it
+    reduces (:func:`.joined.joined_distances`), as a candidate rewrite; none where it is not
+    that."""
+    if not isinstance(result, np.ndarray) or result.ndim != 2 or result.dtype.kind != "f":
+        return []
+    made = next((m for m in (producer(n) for n, v in inputs.items()
+                             if v.ndim == 3 and v.dtype == result.dtype) if m is not None), None)
+    if made is None:
+        return []
+    try:
+        found = joined_distances(stat, made, result, settings.min_time)
+    except Exception as exc:  # the line's other measurements stand
+        notes.append(f"its rewrite with line {made.statement.line} could not be tried: "
+                     f"{type(exc).__name__}: {exc}")
+        return []
+    if found is None:
+        return []
+    found["cap_s"] = (stat.ns + made.ns) / 1e9
+    return [found]
+
+
 def _rewrite(found: dict | None, in_lines: list[dict], replay_s: float, stat: LineStat,
              line_s: float) -> dict | None:
-    """The best measured rewrite of the line, with what it saves over the run."""
+    """The best measured rewrite of the line, with what it saves over the run (a rewrite of
+    two lines, ``lines_s`` a run as written, what it saves of both, up to ``cap_s``)."""
     best = None
     if found is not None and found["speedup"] >= FASTER:
         best = {"code": found["statement"], "speedup": found["speedup"],
@@ -464,11 +495,16 @@ def _rewrite(found: dict | None, in_lines: list[dict], replay_s: float, stat: Li
         if r.get("speedup", 0) >= FASTER and (best is None or r["speedup"] > best["speedup"]):
             best = {"code": r["statement"], "speedup": r["speedup"],
                     "measured_s": r["measured_s"], "values": r.get("values", ""),
-                    "note": r.get("note", "")}
+                    "note": r.get("note", ""), "lines_s": r.get("lines_s"),
+                    "cap_s": r.get("cap_s"), "replaces": r.get("replaces")}
     if best is None:
         return None
-    per_hit = replay_s - replay_s / best["speedup"]
-    best["saved_s"] = min(line_s, per_hit * stat.hits)
+    lines_s, cap_s = best.pop("lines_s", None), best.pop("cap_s", None)
+    if best.get("replaces") is None:
+        best.pop("replaces", None)
+    per_hit = (lines_s - best["measured_s"] if lines_s is not None
+               else replay_s - replay_s / best["speedup"])
+    best["saved_s"] = min(cap_s if cap_s is not None else line_s, per_hit * stat.hits)
     return best
 
 

@@ -21,6 +21,7 @@ from ..explain.probes import ProbeSettings
 from ..measure.roofline import Roofline, cache_path, roofline
 from ..measure.statements import preserved_rng
 from .analyse import LineAnalysis, analyse_line
+from .joined import producer_of
 from .record import LineStat, Recorder, user_file
 from .replay import ReplayError, grown_name, release_heap
 
@@ -252,7 +253,9 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
                                                min_share_s=0.01 * wall_s,
                                                deadline=line_deadline,
                                                run_deadline=deadline,
-                                               include=recorder.include))
+                                               include=recorder.include,
+                                               producer=functools.partial(
+                                                   producer_of, stats, stat)))
         except ReplayError as exc:
             row["why_not"] = f"not replayed: {exc}"
         except (Exception, SystemExit) as exc:  # one line's failure never loses the report
