@@ -24,6 +24,13 @@ def test_chain_of_ufuncs_is_recorded_with_bytes():
     assert model.bytes_min == X.nbytes + X.size
 
 
+def test_a_new_array_like_another_keeps_the_dtype_asked_for():
+    # a counter the next lines fill with 0..8: zeros now, but not a bool
+    grid = np.ones((50, 50), np.int64)
+    model = build_model(_trace("np.zeros_like(grid)", grid=grid), {"grid": grid})
+    assert model.narrow_dtype == np.dtype(np.int64)
+
+
 def test_views_are_free_and_methods_operators_indexing_traced():
     X = np.arange(20.0).reshape(4, 5)
     tr = _trace("(X.T[::2] >= 3).view('i1')", X=X)

@@ -302,3 +302,37 @@ def test_a_stencil_step_reads_its_slices_in_place(monkeypatch):
         _same(v[1:-1, 1:-1], 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, 2:] + u[1:-1, :-2]))
     assert not v[0].any() and not v[-1].any() and not v[:, 0].any() and not v[:, -1].any()
     assert rows and not copies
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("shape", [(1,), (128,), (64, 10)])
+def test_a_small_call_gives_what_the_general_path_gives(dtype, shape):
+    # below the parallel size, a call of C-contiguous arrays of one shape goes straight to
+    # the serial kernel (looked up once per signature); the general path takes out=
+    @chokepoint.fuse
+    def f(x, y):
+        return np.where(x > y, np.sin(x) * y, x - y / 3) + 2
+
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(shape) * 1e6).astype(dtype)  # sin of large arguments: exact path
+    y = (rng.standard_normal(shape) * 10).astype(dtype)
+    x0, y0 = x.copy(), y.copy()
+    small = f(x, y)
+    general = np.empty_like(small)
+    f(x, y, out=general)
+    _same(small, general)
+    _same(f(x=x, y=y), general)
+    assert np.array_equal(x, x0) and np.array_equal(y, y0)
+
+
+def test_a_small_call_keeps_the_signature_and_the_general_paths_cases():
+    f = chokepoint.fuse("a * b + 1")
+    a = np.arange(6.0)
+    with pytest.raises(TypeError, match="positional"):
+        f(a, a)  # an expression's arguments are named
+    _same(f(a=a, b=a[::-1].copy()), a * a[::-1] + 1)
+    _same(f(a=a[::2], b=a[1::2]), a[::2] * a[1::2] + 1)  # strided views
+    _same(f(a=a.reshape(2, 3), b=a[:3]), a.reshape(2, 3) * a[:3] + 1)  # broadcast
+    _same(f(a=a, b=2.0), a * 2.0 + 1)  # a Python scalar
+    assert f(a=a, b=a).flags.owndata  # a new array each call
+    assert f(a=a, b=a) is not f(a=a, b=a)

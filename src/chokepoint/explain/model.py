@@ -98,9 +98,11 @@ def build_model(tr: Trace, inputs: dict[str, np.ndarray]) -> Model:
     result = tr.result if isinstance(tr.result, np.ndarray) else None
     result_bytes = result.nbytes if result is not None else 0
     narrow = narrowest_dtype(result) if result is not None else None
-    if result is not None and any(op.name in CREATIONS and not op.inputs
-                                  and op.result_array is result for op in ops):
-        narrow = result.dtype  # np.ones(n), np.arange(n): the dtype the user asked for
+    if result is not None and any(op.name in CREATIONS and op.result_array is result
+                                  for op in ops):
+        # np.ones(n), np.arange(n), np.zeros_like(grid): the dtype the user asked for (its
+        # values now say nothing of those the program writes into it later)
+        narrow = result.dtype
     result_min = result.size * narrow.itemsize if result is not None else 0
     final = {id(result)} if result is not None else set()
     base_ids = {id(a) for a in inputs.values()}

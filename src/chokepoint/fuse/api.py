@@ -116,6 +116,12 @@ class Fused:
         plain = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
                     and p.default is p.empty for p in signature.parameters.values())
         self._keywords = frozenset(signature.parameters) if plain else None
+        self._names = tuple(signature.parameters)
+        # and one passing them all by position, where the signature allows it
+        self._positional = plain and all(p.kind == p.POSITIONAL_OR_KEYWORD
+                                         for p in signature.parameters.values())
+        #: input dtypes -> the small call's kernels (see _small), or False: not for them
+        self._small_calls: dict[tuple, tuple | bool] = {}
 
     def __repr__(self) -> str:
         return f"chokepoint.fuse({self.code})"
@@ -142,6 +148,15 @@ class Fused:
 
     # ------------------------------------------------------------------------------ calling
     def __call__(self, *args, out=None, **kwargs):
+        if out is None and self._keywords is not None:  # a small call first (see _small)
+            if not kwargs and self._positional and len(args) == len(self._names):
+                found = self._small(args)
+            elif not args and kwargs.keys() == self._keywords:
+                found = self._small([kwargs[n] for n in self._names])
+            else:
+                found = None
+            if found is not None:
+                return found
         if not args and self._keywords is not None and kwargs.keys() == self._keywords:
             values = {n: kwargs[n] for n in self._signature.parameters}  # the signature's order
         else:
@@ -156,6 +171,51 @@ class Fused:
         values = {n: _value(v) for n, v in values.items()}
         p = self.plan({n: _kind(v) for n, v in values.items()})
         return _run(p, values, out)
+
+    def _small(self, values) -> np.ndarray | None:
+        """The call on C-contiguous arrays of one shape, fewer elements than the parallel
+        kernel takes: the serial kernel on them, found once per signature of dtypes. The
+        general path's checks cost about 12 us a call, 25 times the kernel on 128 float64
+        elements. None where the call is not that (the general path takes it)."""
+        first = values[0]
+        if (type(first) is not np.ndarray or not first.ndim
+                or not 0 < first.size < engine_numba.PARALLEL_MIN):
+            return None
+        shape = first.shape
+        for v in values:
+            if type(v) is not np.ndarray or v.shape != shape or not v.flags.c_contiguous:
+                return None
+        key = tuple(v.dtype for v in values)
+        found = self._small_calls.get(key)
+        if found is None:
+            found = self._small_calls[key] = self._small_kernels(key)
+        if found is False:
+            return None
+        kernel, exact, order, weak, dtype = found
+        result = pool.empty(shape, dtype)
+        if len(shape) > 1:
+            flat, operands = result.reshape(-1), [values[i].reshape(-1) for i in order]
+        else:
+            flat, operands = result, [values[i] for i in order]
+        if kernel(flat, *operands, *weak) and exact is not None:
+            exact(flat, *operands, *weak)  # arguments out of the vectorised range: libm's
+        return result
+
+    def _small_kernels(self, dtypes: tuple) -> tuple | bool:
+        """What :meth:`_small` runs for inputs of ``dtypes``: (the serial kernel, its exact
+        twin or None, the leaves' argument positions, the weak scalars, the result's dtype);
+        False for a plan the general path must take (a reduction, NumPy's ufuncs on blocks,
+        a leaf that is not an argument)."""
+        p = self.plan(dict(zip(self._names, dtypes, strict=True)))
+        if (p.reduce is not None or p.stages or not p.leaves
+                or any(leaf.op != "input" for leaf in p.leaves)
+                or any(leaf.op == "input" for leaf, _ in p.weak) or _on_blocks(p)):
+            return False
+        masks = ((True,),) * len(p.leaves)
+        exact = codegen.kernel(p, masks, "serial", True) if p.exact is not None else None
+        return (codegen.kernel(p, masks, "serial"), exact,
+                tuple(self._names.index(leaf.name) for leaf in p.leaves),
+                tuple(dtype.type(leaf.value) for leaf, dtype in p.weak), p.dtype)
 
     def plan(self, kinds: dict) -> codegen.Plan:
         """The kernel plan for inputs of these dtypes (traced once per signature)."""
