@@ -35,6 +35,7 @@ typedef struct {
     long long state;  /* 0: capture wanted; 1: captured; 2: copy at next hit; 3: not captured */
     long long library_calls; /* library Python functions it called (each a call of the hook) */
     long long user_calls;    /* the user's functions it called */
+    long long library_lines; /* lines the library functions it called ran (each an event) */
 } Counts;
 
 static PyMemberDef counts_members[] = {
@@ -45,6 +46,8 @@ static PyMemberDef counts_members[] = {
     {"library_calls", T_LONGLONG, offsetof(Counts, library_calls), 0,
      "library Python functions it called"},
     {"user_calls", T_LONGLONG, offsetof(Counts, user_calls), 0, "the user's functions it called"},
+    {"library_lines", T_LONGLONG, offsetof(Counts, library_lines), 0,
+     "lines the library functions it called ran"},
     {NULL},
 };
 
@@ -291,8 +294,16 @@ trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     }
     else if (what == PyTrace_LINE || what == PyTrace_RETURN || what == PyTrace_EXCEPTION) {
         PyObject *top = top_entry(self);
-        if (top == NULL || PyList_GET_ITEM(top, E_FRAME) != (PyObject *)frame)
-            return 0; /* not the traced frame on top (the Python hook ignores it too) */
+        if (top == NULL)
+            return 0;
+        if (PyList_GET_ITEM(top, E_FRAME) != (PyObject *)frame) {
+            /* not the traced frame on top (the Python hook ignores it too): a line of a
+             * library function the statement on top called, counted for the hook's cost */
+            PyObject *stat = PyList_GET_ITEM(top, E_STAT);
+            if (what == PyTrace_LINE && PyObject_TypeCheck(stat, &CountsType))
+                ((Counts *)stat)->library_lines += 1;
+            return 0;
+        }
         int done = what == PyTrace_LINE     ? common_line(top, frame, now)
                    : what == PyTrace_RETURN ? user_return(self, top, now)
                                             : 0;

@@ -214,10 +214,9 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
             progress("measuring this machine's roofline (about 10 s, cached afterwards)")
         roof = roofline()
     # the hook's own cost, taken out of each line's time (it lands in the line it interrupts)
-    per_event, per_call, per_user_call = recorder.hook_cost_ns()
+    costs = recorder.hook_cost_ns()
     for s in recorder.lines.values():
-        s.ns = max(0, int(s.ns - s.events * per_event - s.library_calls * per_call
-                          - s.user_calls * per_user_call))
+        s.ns = recorder.taken_out(s, costs)
         s.first_ns = min(s.first_ns, s.ns)
     stats = sorted(recorder.lines.values(), key=lambda s: s.ns, reverse=True)
     lines_s = sum(s.ns for s in stats) / 1e9

@@ -28,14 +28,15 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from ..kernels import native
 from ..measure.usercode import user_file
 
-__all__ = ["Capture", "Counts", "LineStat", "Recorder", "SourceMap", "Statement", "fingerprint",
-           "hook_status", "user_file"]
+__all__ = ["Capture", "Counts", "HookCosts", "LineStat", "Recorder", "SourceMap", "Statement",
+           "fingerprint", "hook_status", "user_file"]
 
 #: the code names of the frames a comprehension or generator expression runs in (Python 3.11)
 COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
@@ -145,6 +146,15 @@ _CALIBRATION = "<chokepoint calibration>"
 _CALIBRATION_LIBRARY = "<chokepoint calibration library>"
 _CALIBRATION_N = 20_000
 _CALIBRATION_CODE = """
+import numpy as np
+
+def numpy_calls(n):
+    v = np.arange(32.0)
+    for i in range(n // 64):
+        np.median(v)
+        np.percentile(v, 90)
+        np.std(v)
+
 def loop(n):
     x = 0
     for i in range(n):
@@ -251,12 +261,13 @@ def hook_status() -> str:
 class _Counts:
     """A statement's counters (the Python stand-in for ``_linetrace.Counts``)."""
 
-    __slots__ = ("events", "hits", "library_calls", "ns", "state", "user_calls")
+    __slots__ = ("events", "hits", "library_calls", "library_lines", "ns", "state",
+                 "user_calls")
 
     def __new__(cls, *args, **kwargs):
         self = super().__new__(cls)
         self.ns = self.events = self.hits = self.state = self.library_calls = 0
-        self.user_calls = 0
+        self.user_calls = self.library_lines = 0
         return self
 
 
@@ -273,7 +284,8 @@ class LineStat(Counts):
     ``events``, calls of the hook that landed in its time (their cost is taken out);
     ``state``, 0: capture wanted; 1: captured; 2: copy at next hit; 3: not captured;
     ``library_calls``, library Python functions it called (each a call of the hook);
-    ``user_calls``, the user's functions it called.
+    ``user_calls``, the user's functions it called; ``library_lines``, lines those library
+    functions ran (counted by the C hook only: the Python hook is not called for them).
     """
 
     statement: Statement
@@ -283,6 +295,18 @@ class LineStat(Counts):
     mutates: bool = False  # its first execution changed what it read
     first_ns: int = 0  # its first execution's own time
     peak_growth: int = 0  # bytes the process's peak memory grew by during its first execution
+
+
+class HookCosts(NamedTuple):
+    """Nanoseconds the hook adds to a statement's own time: per event of the hook in it, per
+    call of a library's Python function it makes (the call of the hook), per line such a
+    function runs (a line event, and the interpreter's tracing of that line), per call of the
+    user's function (beyond its events: making the callee's entry)."""
+
+    event: float
+    library_call: float
+    library_line: float
+    user_call: float
 
 
 class Recorder:
@@ -332,24 +356,37 @@ class Recorder:
                                            or code.co_filename == _CALIBRATION)
         return user
 
-    def hook_cost_ns(self) -> tuple[float, float, float]:
-        """Nanoseconds the hook adds to the lines' own time per event, per call of a library's
-        Python function and per call of the user's function (beyond its events: making the
-        callee's entry), each measured on a loop of trivial lines."""
+    def hook_cost_ns(self) -> HookCosts:
+        """Nanoseconds the hook adds to the lines' own time (see :class:`HookCosts`), each
+        measured on a loop of trivial lines."""
         scope: dict = {}
         exec(compile(_CALIBRATION_CODE, _CALIBRATION, "exec"), scope)
         exec(compile(_LIBRARY_CODE, _CALIBRATION_LIBRARY, "exec"), scope)
-        per_event = self._calibrate(scope["loop"], None, "events")
-        per_call = self._calibrate(scope["calling"], scope["library"], "library_calls",
-                                   per_event)
-        per_user_call = self._calibrate(scope["calling"], scope["called"], "user_calls",
-                                        per_event)
-        return per_event, per_call, per_user_call
+        event = self._calibrate(scope["loop"], None, "events")
+        if self.compiled:
+            # the C hook sees each line of a library's function: the tracing of its lines,
+            # its calls included, priced per line on NumPy's own Python functions (a trivial
+            # function's lines cost a third of theirs)
+            call, line = 0.0, self._calibrate(scope["numpy_calls"], None, "library_lines",
+                                              event)
+        else:
+            call, line = self._calibrate(scope["calling"], scope["library"], "library_calls",
+                                         event), 0.0
+        return HookCosts(event=event, library_call=call, library_line=line,
+                         user_call=self._calibrate(scope["calling"], scope["called"],
+                                                   "user_calls", event))
+
+    def taken_out(self, stat: LineStat, costs: HookCosts) -> int:
+        """``stat``'s own time less what the hook cost in it (nanoseconds, at least 0)."""
+        return max(0, int(stat.ns - stat.events * costs.event
+                          - stat.library_calls * costs.library_call
+                          - stat.library_lines * costs.library_line
+                          - stat.user_calls * costs.user_call))
 
     def _calibrate(self, loop, callee, counter: str, per_event: float = 0.0) -> float:
         """The hook's cost per count of ``counter`` (``"events"``, ``"library_calls"``,
-        ``"user_calls"``) on ``loop`` (calling ``callee``, a library's function or the
-        user's), beyond ``per_event`` per event."""
+        ``"library_lines"``, ``"user_calls"``) on ``loop`` (calling ``callee``, a library's
+        function or the user's), beyond ``per_event`` per event."""
         args = (_CALIBRATION_N,) if callee is None else (_CALIBRATION_N, callee)
         plain = min(_timed(loop, args) for _ in range(3))
         costs = []
