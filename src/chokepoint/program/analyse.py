@@ -62,6 +62,9 @@ FIRST_USE_BYTES = 4 * 2**20
 FIRST_USE_RATIO = 1.3
 #: a rewrite is proposed when it measured at least this much faster than the line
 FASTER = 1.05
+#: repeats a side of a comparison of whole lines that three repeats did not settle
+#: (:func:`~chokepoint.explain.probes.clear_after_three` stops the clear ones at three)
+UNSETTLED_REPEATS = 5
 #: the kinds a line-level probe measures; explain's per-operation rules for them are dropped
 LINE_KINDS = ("allocation", "temporaries", "blas-threads", "overhead")
 #: about how many times explain's probes run an operation: one slower than what is left of the
@@ -446,7 +449,7 @@ def _blocked_cause(expr: _statements.Statement, target: str | None, ns: dict, in
     with np.errstate(all="ignore"):
         written, on_blocks = measure_interleaved(
             [expr.function(ns), plan.call], min_time=settings.min_time,
-            repeats=settings.repeats, enough=clear_after_three)
+            repeats=max(settings.repeats, UNSETTLED_REPEATS), enough=clear_after_three)
     numbers = {"largest_bytes": largest,
                "own_bytes": sum(a.nbytes for a in inputs.values()) + result.nbytes,
                "rows": plan.rows, "unblocked_s": written.median,
