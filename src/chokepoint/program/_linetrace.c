@@ -66,7 +66,7 @@ typedef struct {
     PyObject *stack;  /* the recorder's list of entries */
     PyObject *local;  /* Recorder._local: a user frame's events but the common line */
     PyObject *global; /* Recorder._global: calls */
-    PyObject *user;   /* Recorder._user: code -> whether it is the user's (filled by _global) */
+    PyObject *user;   /* Recorder._user: id(code) -> (code, whether it is the user's) */
     PyObject *codes;  /* Recorder._code_lines: id(code) -> (code, line -> statement, comp) */
     int active;       /* installed, and not uninstalled since */
 } Hook;
@@ -217,30 +217,32 @@ user_call(Hook *self, PyFrameObject *frame, PyCodeObject *code, long long now)
         if (stat != Py_None)
             ((Counts *)stat)->user_calls += 1; /* a Counts: charge() checked */
     }
+    Py_INCREF(found); /* held: a new list can start a collection that runs Python code */
     PyObject *entry = PyList_New(E_SIZE);
-    if (entry == NULL)
+    PyObject *raw = PyLong_FromLong(-1), *t0 = PyLong_FromLongLong(now);
+    if (entry == NULL || raw == NULL || t0 == NULL) {
+        Py_XDECREF(entry);
+        Py_XDECREF(raw);
+        Py_XDECREF(t0);
+        Py_DECREF(found);
         return -1;
-    PyObject *items[E_SIZE] = {(PyObject *)frame, Py_None, NULL, NULL, Py_None, Py_None,
+    }
+    PyObject *items[E_SIZE] = {(PyObject *)frame, Py_None, raw, t0, Py_None, Py_None,
                                PyTuple_GET_ITEM(found, 1), PyTuple_GET_ITEM(found, 2)};
-    items[E_RAW] = PyLong_FromLong(-1);
-    items[E_T0] = PyLong_FromLong(0);
     for (int i = 0; i < E_SIZE; i++) {
-        if (items[i] == NULL) {
-            Py_DECREF(entry);
-            return -1;
-        }
         if (i != E_RAW && i != E_T0)
             Py_INCREF(items[i]);
         PyList_SET_ITEM(entry, i, items[i]);
     }
+    Py_DECREF(found);
     /* what sys.settrace does with _global's result: where code restores the C hook from
      * sys.gettrace(), sys.settrace calls it for this frame's events */
-    /* no reference cycle runs through an entry (nothing the program reaches holds one): kept
-     * out of the garbage collector's lists, which every new list otherwise walks */
+    /* kept out of the garbage collector's lists, which every new list otherwise walks: the
+     * one cycle through an entry (its frame's f_trace is the hook, which holds the stack) is
+     * broken when it is popped, at the latest by Recorder.stop() */
     PyObject_GC_UnTrack(entry);
     int failed = PyList_Append(self->stack, entry) < 0
-                 || PyObject_SetAttrString((PyObject *)frame, "f_trace", (PyObject *)self) < 0
-                 || replace(entry, E_T0, now) < 0;
+                 || PyObject_SetAttrString((PyObject *)frame, "f_trace", (PyObject *)self) < 0;
     Py_DECREF(entry);
     return failed ? -1 : 1;
 }
@@ -273,7 +275,15 @@ trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
          * line events: they return below (its lines not traced, as when sys.settrace's global
          * hook returns None), and nothing of it is changed that would outlive the recording */
         PyCodeObject *code = PyFrame_GetCode(frame);
-        PyObject *user = PyDict_GetItemWithError(self->user, (PyObject *)code); /* borrowed */
+        PyObject *user = NULL; /* Py_True, Py_False, or NULL: not seen (or an error) */
+        PyObject *key = PyLong_FromVoidPtr(code);
+        if (key != NULL) {
+            PyObject *found = PyDict_GetItemWithError(self->user, key); /* borrowed */
+            Py_DECREF(key);
+            if (found != NULL && PyTuple_CheckExact(found) && PyTuple_GET_SIZE(found) == 2
+                && PyTuple_GET_ITEM(found, 0) == (PyObject *)code)
+                user = PyTuple_GET_ITEM(found, 1);
+        }
         int done = 0;
         if (user == Py_False) {
             PyObject *top = top_entry(self);

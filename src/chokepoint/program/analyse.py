@@ -354,8 +354,9 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                     in_lines = line_rewrites(tr.lines, min_time=settings.min_time)
         except Exception as exc:  # the line's other measurements stand
             notes.append(f"a rewrite could not be tried: {type(exc).__name__}: {exc}")
-    joined = (_joined(stat, producer, inputs, result, settings, notes)
-              if rewrite and producer is not None and time.perf_counter() < deadline else [])
+    joined = (_joined(stat, producer, inputs, result, settings, notes, include)
+              if rewrite and producer is not None and time.perf_counter() < run_deadline
+              else [])
     rewrite_out = _rewrite(found_rewrite,
                            in_lines + [block_rewrite] * bool(block_rewrite) + joined,
                            replay_s, stat, line_s)
@@ -463,7 +464,8 @@ def _blocked_cause(expr: _statements.Statement, target: str | None, ns: dict, in
 
 
 def _joined(stat: LineStat, producer: Callable[[str], LineStat | None], inputs: dict,
-            result, settings: ProbeSettings, notes: list[str]) -> list[dict]:
+            result, settings: ProbeSettings, notes: list[str],
+            include: tuple[str, ...]) -> list[dict]:
     """The line's pairwise distances rewritten with the line that made the 3-D difference it
     reduces (:func:`.joined.joined_distances`), as a candidate rewrite; none where it is not
     that."""
@@ -474,7 +476,7 @@ def _joined(stat: LineStat, producer: Callable[[str], LineStat | None], inputs: 
     if made is None:
         return []
     try:
-        found = joined_distances(stat, made, result, settings.min_time)
+        found = joined_distances(stat, made, settings.min_time, include)
     except Exception as exc:  # the line's other measurements stand
         notes.append(f"its rewrite with line {made.statement.line} could not be tried: "
                      f"{type(exc).__name__}: {exc}")

@@ -301,7 +301,8 @@ class HookCosts(NamedTuple):
     """Nanoseconds the hook adds to a statement's own time: per event of the hook in it, per
     call of a library's Python function it makes (the call of the hook), per line such a
     function runs (a line event, and the interpreter's tracing of that line), per call of the
-    user's function (beyond its events: making the callee's entry)."""
+    user's function (beyond its events: what its call and its return cost the calling line
+    outside the clock reads)."""
 
     event: float
     library_call: float
@@ -331,7 +332,9 @@ class Recorder:
         self.held_ids: set[int] = set()
         self.lines: dict[tuple[str, int], LineStat] = {}
         self._maps: dict[str, SourceMap] = {}
-        self._user: dict[object, bool] = {}
+        #: id(code) -> (code, whether it is the user's): by identity, as _code_lines (equal
+        #: code objects of two files, a library's and the user's, are two entries)
+        self._user: dict[int, tuple[object, bool]] = {}
         self._stack: list[list] = []  # entries made by _entry
         #: id(code) -> (code, its line -> LineStat, whether it is a comprehension's)
         self._code_lines: dict[int, tuple[object, dict[int, LineStat], bool]] = {}
@@ -349,12 +352,16 @@ class Recorder:
     # -- the hooks ------------------------------------------------------------------------------
 
     def _is_user(self, code) -> bool:
-        user = self._user.get(code)
-        if user is None:
+        found = self._user.get(id(code))
+        if found is None or found[0] is not code:
             # a bool: the C hook counts a call of code mapped to False itself
-            user = self._user[code] = bool(user_file(code.co_filename, self.include)
-                                           or code.co_filename == _CALIBRATION)
-        return user
+            found = self._mark(code, user_file(code.co_filename, self.include)
+                               or code.co_filename == _CALIBRATION)
+        return found[1]
+
+    def _mark(self, code, user: bool) -> tuple[object, bool]:
+        found = self._user[id(code)] = (code, bool(user))
+        return found
 
     def hook_cost_ns(self) -> HookCosts:
         """Nanoseconds the hook adds to the lines' own time (see :class:`HookCosts`), each
@@ -392,9 +399,9 @@ class Recorder:
         costs = []
         for _ in range(3):
             probe = Recorder(compiled=self.compiled)
-            probe._user[loop.__code__] = True
+            probe._mark(loop.__code__, True)
             if callee is not None:
-                probe._user[callee.__code__] = counter == "user_calls"
+                probe._mark(callee.__code__, counter == "user_calls")
             probe.start()
             loop(*args)
             probe.stop()
