@@ -24,8 +24,9 @@ CHAINS = {
     "exp(-(a - b)^2) * c + 1": ("np.exp(-(a - b) ** 2) * c + 1.0",
                                 lambda a, b, c: np.exp(-(a - b) ** 2) * c + 1.0),
     "a * b + c": ("a * b + c", lambda a, b, c: a * b + c),
-    "logistic loss": ("-(c * np.log(a + 1e-7) + (1 - c) * np.log(1 - a + 1e-7))",
-                      lambda a, b, c: -(c * np.log(a + 1e-7) + (1 - c) * np.log(1 - a + 1e-7))),
+    "logistic loss": ("-(c * np.log(a + b * 1e-7) + (1 - c) * np.log(1 - a + b * 1e-7))",
+                      lambda a, b, c: -(c * np.log(a + b * 1e-7)
+                                        + (1 - c) * np.log(1 - a + b * 1e-7))),
 }
 SHAPES = [(16,), (128,), (128, 10), (8192,)]
 

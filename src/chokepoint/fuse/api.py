@@ -178,21 +178,24 @@ class Fused:
         general path's checks cost about 12 us a call, 25 times the kernel on 128 float64
         elements. None where the call is not that (the general path takes it)."""
         first = values[0]
-        if (type(first) is not np.ndarray or not first.ndim
-                or not 0 < first.size < engine_numba.PARALLEL_MIN):
+        if type(first) is not np.ndarray:
             return None
-        shape = first.shape
+        shape, n = first.shape, first.size
+        if not shape or not 0 < n < engine_numba.PARALLEL_MIN:
+            return None
+        key = []
         for v in values:
             if type(v) is not np.ndarray or v.shape != shape or not v.flags.c_contiguous:
                 return None
-        key = tuple(v.dtype for v in values)
-        found = self._small_calls.get(key)
+            key.append(v.dtype)
+        found = self._small_calls.get(tuple(key))
         if found is None:
-            found = self._small_calls[key] = self._small_kernels(key)
+            found = self._small_calls[tuple(key)] = self._small_kernels(tuple(key))
         if found is False:
             return None
         kernel, exact, order, weak, dtype = found
-        result = pool.empty(shape, dtype)
+        result = (np.empty(shape, dtype) if n * dtype.itemsize < pool.MIN_BYTES
+                  else pool.empty(shape, dtype))
         if len(shape) > 1:
             flat, operands = result.reshape(-1), [values[i].reshape(-1) for i in order]
         else:
