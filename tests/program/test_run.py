@@ -192,8 +192,28 @@ def test_distances_over_two_lines_get_the_matrix_product_in_place_of_both(tmp_pa
     rewrite = lines["6"]["rewrite"]
     assert rewrite is not None and "(X @ C.T)" in rewrite["code"]
     assert rewrite["code"].startswith("D = np.sqrt(")
-    assert rewrite["replaces"]["lines"] == [5, 6] and rewrite["replaces"]["name"] == "diff"
+    assert rewrite["joins"]["lines"] == [5, 6] and rewrite["joins"]["name"] == "diff"
     assert rewrite["speedup"] > 1.5  # 7-8x on an AMD EPYC
+
+
+def test_a_line_calling_the_users_function_is_replayed_on_its_arguments(tmp_path, roof):
+    # the function's own lines are measured on their own: the line's own work is what it
+    # computes for the call (here a matrix product and its activation)
+    path = _program(tmp_path, """\
+        import numpy as np
+        def softmax(z):
+            e = np.exp(z - z.max(axis=1, keepdims=True))
+            return e / e.sum(axis=1, keepdims=True)
+        rng = np.random.default_rng(0)
+        X, W = rng.standard_normal((2000, 300)), rng.standard_normal((300, 300))
+        for _ in range(5):
+            P = softmax(np.maximum(X @ W, 0) + 1.0)
+        """)
+    report = run_program(path, roof=roof, budget_s=10)
+    line = next(r for r in report.to_dict()["lines"] if r["source"].endswith(":8"))
+    assert line["why_not"] is None and line["analysed"]
+    assert any("without the call of your function" in n for n in line["notes"])
+    assert line["bytes"] >= 2000 * 300 * 8  # the product's operands and result were traced
 
 
 def test_new_large_arrays_in_a_loop_are_fresh_memory(tmp_path):

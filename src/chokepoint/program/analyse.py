@@ -501,12 +501,12 @@ def _rewrite(found: dict | None, in_lines: list[dict], replay_s: float, stat: Li
             best = {"code": r["statement"], "speedup": r["speedup"],
                     "measured_s": r["measured_s"], "values": r.get("values", ""),
                     "note": r.get("note", ""), "lines_s": r.get("lines_s"),
-                    "cap_s": r.get("cap_s"), "replaces": r.get("replaces")}
+                    "cap_s": r.get("cap_s"), "joins": r.get("joins")}
     if best is None:
         return None
     lines_s, cap_s = best.pop("lines_s", None), best.pop("cap_s", None)
-    if best.get("replaces") is None:
-        best.pop("replaces", None)
+    if best.get("joins") is None:
+        best.pop("joins", None)
     per_hit = (lines_s - best["measured_s"] if lines_s is not None
                else replay_s - replay_s / best["speedup"])
     best["saved_s"] = min(cap_s if cap_s is not None else line_s, per_hit * stat.hits)

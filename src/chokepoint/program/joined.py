@@ -138,5 +138,5 @@ def joined_distances(line: LineStat, producer: LineStat, min_time: float,
     return {"statement": f"{target} = {found.statement}",
             "speedup": before.median / after.median, "measured_s": after.median,
             "values": found.values, "lines_s": before.median,
-            "replaces": {"lines": [producer.statement.line, line.statement.line],
+            "joins": {"lines": [producer.statement.line, line.statement.line],
                          "name": assigned_name(producer), "lines_s": before.median}}

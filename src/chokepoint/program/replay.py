@@ -208,21 +208,34 @@ _STORING = frozenset({"append", "extend", "insert", "add", "put", "write", "writ
                       "debug", "warning", "error", "critical", "log"})
 
 
-def _arguments(statement: _statements.Statement) -> _statements.Statement | None:
-    """``L.append(E)``, ``print(E)``: the arguments alone, as one expression (None when the
-    statement is no such call; the caller judges the arguments' own effects)."""
+def _arguments(statement: _statements.Statement,
+               users: Callable[[ast.expr], bool] = lambda func: False
+               ) -> _statements.Statement | None:
+    """``L.append(E)``, ``print(E)``, and a call of the user's own function (``users`` says
+    which callee is one: ``P = softmax(E)``, whose lines are measured on their own): the
+    arguments alone, as one expression (None when the statement is no such call; the caller
+    judges the arguments' own effects)."""
     body = statement.tree.body
-    if len(body) != 1 or not isinstance(body[0], ast.Expr) or \
-            not isinstance(body[0].value, ast.Call):
+    node = body[0] if len(body) == 1 else None
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+            isinstance(node.targets[0], ast.Name):
+        call = node.value
+        storing = False
+    elif isinstance(node, ast.Expr):
+        call = node.value
+        storing = isinstance(call, ast.Call) and (
+            (isinstance(call.func, ast.Attribute) and call.func.attr in _STORING)
+            or (isinstance(call.func, ast.Name) and call.func.id == "print"))
+    else:
         return None
-    call = body[0].value
-    func = call.func
-    storing = (isinstance(func, ast.Attribute) and func.attr in _STORING) or (
-        isinstance(func, ast.Name) and func.id == "print")
-    if not storing or call.keywords or not call.args or any(
-            isinstance(a, ast.Starred) for a in call.args):
+    if not isinstance(call, ast.Call) or not (storing or users(call.func)):
         return None
-    text = "(" + ", ".join(ast.unparse(a) for a in call.args) + ",)"
+    values = [*call.args, *(k.value for k in call.keywords if storing or k.arg is not None)]
+    if (storing and call.keywords) or not values or any(
+            isinstance(a, ast.Starred) for a in call.args) or any(
+            k.arg is None for k in call.keywords):
+        return None
+    text = "(" + ", ".join(ast.unparse(a) for a in values) + ",)"
     try:
         return _statements.Statement.parse(text, filename=statement.filename,
                                            first_line=statement.first_line)
@@ -319,13 +332,22 @@ def prepare(stat: LineStat, include: tuple[str, ...] = ()) -> Replay:
     else:
         refused = refused_call(statement.tree, capture.values, capture.globals, include)
     if refused is not None:
-        # print(E), L.append(E), log.info(fmt, E): what it computes is E, replayed alone
-        computed = _arguments(statement)
+        # print(E), L.append(E), log.info(fmt, E), P = softmax(E): what it computes is E,
+        # replayed alone (the user's function's own lines are measured on their own)
+        def users(func: ast.expr) -> bool:
+            value = _resolve(func, capture.values, capture.globals)
+            code = getattr(value, "__code__", None)
+            return code is not None and user_file(code.co_filename, include)
+
+        computed = _arguments(statement, users)
         if computed is None or side_effect(computed.tree) is not None or refused_call(
                 computed.tree, capture.values, capture.globals, include) is not None:
             raise ReplayError(refused)
+        called = users(statement.tree.body[0].value.func)
         statement = computed
-        notes.append("replayed without the call that stores or shows its value: the "
+        notes.append("replayed without the call of your function it makes (whose own lines "
+                     "are measured): the arguments it computes, timed alone" if called else
+                     "replayed without the call that stores or shows its value: the "
                      "arguments it computes, timed alone")
     changed = capture.changed_since()
     if changed:

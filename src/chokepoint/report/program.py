@@ -13,8 +13,8 @@ from .html import figure_html, page
 from .text import terminal_width
 from .words import visible
 
-__all__ = ["cause_evidence", "cause_suggestion", "grows_advice", "json_ready", "program_html",
-           "program_text", "replaces_text"]
+__all__ = ["cause_evidence", "cause_suggestion", "grows_advice", "joins_text", "json_ready",
+           "program_html", "program_text"]
 
 #: lines shown in the text report's table (the rest collapsed into one row)
 SHOWN_LINES = 12
@@ -123,11 +123,11 @@ def grows_advice(line: dict) -> str:
             "each part into its slice")
 
 
-def replaces_text(replaces: dict) -> str:
+def joins_text(joins: dict) -> str:
     """What a rewrite of two lines replaces (:mod:`chokepoint.program.joined`)."""
-    first, second = replaces["lines"]
-    return (f"in place of lines {first} and {second}, where {replaces['name']} is not used "
-            f"otherwise: the two lines took {_ms(replaces['lines_s'])} a run, timed side by "
+    first, second = joins["lines"]
+    return (f"in place of lines {first} and {second}, where {joins['name']} is not used "
+            f"otherwise: the two lines took {_ms(joins['lines_s'])} a run, timed side by "
             "side with it")
 
 
@@ -192,8 +192,8 @@ def _headline_lines(r) -> list[str]:
             out += [CODE_INDENT + visible(code) for code in rw["code"].splitlines()]
         else:
             out.append(f"  rewrite: {rw['code']} -- {said}")
-        if rw.get("replaces"):
-            out.append(f"  ({replaces_text(rw['replaces'])})")
+        if rw.get("joins"):
+            out.append(f"  ({joins_text(rw['joins'])})")
     elif top.get("grows"):
         out.append(f"  -> {grows_advice(top)}")
     elif top["cause"] and (advice := cause_suggestion(top["causes"][0], top)):
