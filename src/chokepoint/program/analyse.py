@@ -35,7 +35,7 @@ from ..explain.rewrite import slice_assignment, statement_part
 from ..explain.trace import Trace, trace
 from ..measure import statements as _statements
 from ..measure.roofline import Roofline
-from ..measure.timer import Measurement, measure_interleaved
+from ..measure.timer import Measurement, format_seconds, measure_interleaved
 from .blocked import blocked, largest_intermediate
 from .joined import joined_distances
 from .record import LineStat
@@ -62,6 +62,8 @@ FIRST_USE_BYTES = 4 * 2**20
 FIRST_USE_RATIO = 1.3
 #: a rewrite is proposed when it measured at least this much faster than the line
 FASTER = 1.05
+#: a line whose unexplained time in the run is this many times its replays' says so
+SLOWER_IN_RUN = 1.5
 #: repeats a side of a comparison of whole lines that three repeats did not settle
 #: (:func:`~chokepoint.explain.probes.clear_after_three` stops the clear ones at three)
 UNSETTLED_REPEATS = 5
@@ -412,12 +414,19 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     found, ruled_ops, _, _ = derive_findings(evidence, model, replay_s, roof,
                                              rewrite=suggestion, peak_extra=None,
                                              line_rewrites=in_lines)
-    # its shares are of the replayed time; the line-level causes took theirs first
-    rest = ledger.left / line_s if line_s > 0 else 0.0
+    # its shares are of the replayed time; the line-level causes took theirs first. They
+    # cover the line's time in the run only as far as its replays add up to it: a line that
+    # ran slower in the program than replayed alone keeps the difference unexplained
+    replayed = stat.hits * replay_s
+    base = min(ledger.left, replayed)
+    if ledger.left > SLOWER_IN_RUN * replayed and ledger.left - replayed > min_share_s:
+        notes.append(f"in the program it took {format_seconds(line_s / max(stat.hits, 1))} a run, "
+                     f"{format_seconds(replay_s)} replayed alone: the difference is not measured "
+                     "here (the program's memory or caches were not the replay's)")
     for f in found:
         if f.kind in LINE_KINDS:
             continue
-        seconds = ledger.take(f.share * line_s * rest)
+        seconds = ledger.take(f.share * base)
         if seconds > 0:
             causes.append(Cause(f.kind, seconds, {"hits": stat.hits}, evidence=f.evidence))
     ruled.extend({"kind": r.kind, "evidence": r.evidence} for r in ruled_ops
