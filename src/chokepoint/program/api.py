@@ -216,7 +216,7 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
     # the hook's own cost, taken out of each line's time (it lands in the line it interrupts)
     costs = recorder.hook_cost_ns()
     for s in recorder.lines.values():
-        s.ns = recorder.taken_out(s, costs)
+        s.ns = costs.taken_out(s)
         s.first_ns = min(s.first_ns, s.ns)
     stats = sorted(recorder.lines.values(), key=lambda s: s.ns, reverse=True)
     lines_s = sum(s.ns for s in stats) / 1e9

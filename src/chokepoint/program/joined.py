@@ -139,4 +139,4 @@ def joined_distances(line: LineStat, producer: LineStat, min_time: float,
             "speedup": before.median / after.median, "measured_s": after.median,
             "values": found.values, "lines_s": before.median,
             "joins": {"lines": [producer.statement.line, line.statement.line],
-                         "name": assigned_name(producer), "lines_s": before.median}}
+                      "name": name, "lines_s": before.median}}

@@ -309,6 +309,13 @@ class HookCosts(NamedTuple):
     library_line: float
     user_call: float
 
+    def taken_out(self, stat: LineStat) -> int:
+        """``stat``'s own time less what the hook cost in it (nanoseconds, at least 0)."""
+        return max(0, int(stat.ns - stat.events * self.event
+                          - stat.library_calls * self.library_call
+                          - stat.library_lines * self.library_line
+                          - stat.user_calls * self.user_call))
+
 
 class Recorder:
     """Runs code under the line hook. ``start()``/``stop()`` around the code; ``lines`` after.
@@ -320,8 +327,8 @@ class Recorder:
     budget_bytes : int
         The most bytes of arrays the captures may hold.
     compiled : bool
-        Take the common line event in C (``_linetrace.c``) where it was built; False: every
-        event in Python (the same counts, at about four times the cost per event).
+        Take the common events in C (``_linetrace.c``) where it was built; False: every event
+        in Python (the same counts, at about four times the cost per event).
     """
 
     def __init__(self, include: tuple[str, ...] = (), budget_bytes: int = 2 * 2**30,
@@ -341,8 +348,6 @@ class Recorder:
         self._previous = None
         self.wall_ns = 0
         self._t0 = 0
-        #: the local trace function of the user's frames: it hands what it does not take to
-        #: _local
         self.compiled = compiled and _compiled is not None
         # C: the trace function (install()), handing calls to _global and a traced frame's
         # other events to _local; Python: what _global returns for a user frame
@@ -382,13 +387,6 @@ class Recorder:
         return HookCosts(event=event, library_call=call, library_line=line,
                          user_call=self._calibrate(scope["calling"], scope["called"],
                                                    "user_calls", event))
-
-    def taken_out(self, stat: LineStat, costs: HookCosts) -> int:
-        """``stat``'s own time less what the hook cost in it (nanoseconds, at least 0)."""
-        return max(0, int(stat.ns - stat.events * costs.event
-                          - stat.library_calls * costs.library_call
-                          - stat.library_lines * costs.library_line
-                          - stat.user_calls * costs.user_call))
 
     def _calibrate(self, loop, callee, counter: str, per_event: float = 0.0) -> float:
         """The hook's cost per count of ``counter`` (``"events"``, ``"library_calls"``,
