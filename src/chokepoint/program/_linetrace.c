@@ -235,12 +235,12 @@ user_call(Hook *self, PyFrameObject *frame, PyCodeObject *code, long long now)
         PyList_SET_ITEM(entry, i, items[i]);
     }
     Py_DECREF(found);
-    /* what sys.settrace does with _global's result: where code restores the C hook from
-     * sys.gettrace(), sys.settrace calls it for this frame's events */
     /* kept out of the garbage collector's lists, which every new list otherwise walks: the
      * one cycle through an entry (its frame's f_trace is the hook, which holds the stack) is
      * broken when it is popped, at the latest by Recorder.stop() */
     PyObject_GC_UnTrack(entry);
+    /* f_trace: what sys.settrace does with _global's result (where code restores the C hook
+     * from sys.gettrace(), sys.settrace calls it for this frame's events) */
     int failed = PyList_Append(self->stack, entry) < 0
                  || PyObject_SetAttrString((PyObject *)frame, "f_trace", (PyObject *)self) < 0;
     Py_DECREF(entry);
