@@ -205,7 +205,7 @@ def test_a_killed_build_is_cleaned_up_by_the_next_process(tmp_path, monkeypatch)
     hour_ago = time.time() - 3600
     for build in (old, legacy):
         os.utime(build, (hour_ago, hour_ago))
-    monkeypatch.setattr(native, "_cache_path", lambda: folder / "_native-test.so")
+    monkeypatch.setattr(native, "_cache_path", lambda source=None: folder / "_native-test.so")
 
     def no_compiler(target, source=None):
         raise OSError("no C compiler (test)")
@@ -247,12 +247,12 @@ def test_a_damaged_c_extension_that_cannot_be_built_is_never_loaded(tmp_path, mo
     library.parent.mkdir()
     library.write_bytes(b"\x7fELF" + b"\0" * 100)
     (tmp_path / "native" / "_native-test.so.sha256").write_text("20000 0123")
-    monkeypatch.setattr(native, "_cache_path", lambda: library)
+    monkeypatch.setattr(native, "_cache_path", lambda source=None: library)
 
     def read_only(target, source=None):
         raise OSError("Read-only file system (test)")
 
-    def never(path):
+    def never(path, name=None):
         raise AssertionError(f"{path} was loaded")
 
     monkeypatch.setattr(native, "_compile", read_only)

@@ -244,11 +244,17 @@ def load() -> ModuleType | None:
     return _module
 
 
-def _built() -> ModuleType:
-    path = _cache_path()
+def _build(source: Path, name: str) -> ModuleType:
+    """``source`` built (once, cached) and imported as ``name``; the caller holds
+    :data:`build_lock`."""
+    path = _cache_path(source)
     _remove_stale_builds(path.parent)
-    _ensure_built(path)
-    module = _import(path)
+    _ensure_built(path, source)
+    return _import(path, name)
+
+
+def _built() -> ModuleType:
+    module = _build(SOURCE, "chokepoint.kernels._native")
     from . import adaptive, backend, engine_numba
     from .mask import PackedMask
 
@@ -270,10 +276,7 @@ def extension(source: Path, name: str) -> ModuleType:
         be loaded. Callers fall back to Python.
     """
     with build_lock:
-        path = _cache_path(source)
-        _remove_stale_builds(path.parent)
-        _ensure_built(path, source)
-        return _import(path, name)
+        return _build(source, name)
 
 
 def status() -> str:
