@@ -231,6 +231,45 @@ def test_new_large_arrays_in_a_loop_are_fresh_memory(tmp_path):
     assert fresh and fresh[0]["seconds"] > 0.2 * top["time_s"]
 
 
+def test_a_loop_whose_heap_is_trimmed_each_time_gets_fresh_memory_from_its_own_faults(
+        tmp_path):
+    # 200 KB arrays: glibc's thresholds rise only to about that size, so the heap's top is
+    # given back and faulted in again on every iteration of the program's loop, while the
+    # line replayed alone reuses its memory. The cause is the program's own faults, priced
+    # on the line's arrays mapped fresh against reused.
+    path = _program(tmp_path, """\
+        import numpy as np
+        N = 160
+        u = np.random.default_rng(0).random((N, N))
+        f = np.ones((N, N))
+        for it in range(400):
+            u_old = u.copy()
+            u_new = np.zeros_like(u)
+            u_new[1:-1, 1:-1] = 0.25 * (u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:] + u[1:-1, :-2]
+                                        + 1e-4 * f[1:-1, 1:-1])
+            u = u_new
+            diff = np.max(np.abs(u - u_old))
+        """)
+    lines = _lines_of_a_fresh_run(path)
+    top = next(line for line in lines if line["source"].endswith("prog.py:8"))
+    fresh = [c for c in top["causes"] if c["kind"] == "temporaries"]
+    assert fresh and fresh[0]["program_faults"] >= 10, top["causes"]
+    assert fresh[0]["seconds"] > 0.1 * top["time_s"]
+
+
+def test_the_program_runs_without_numba_or_the_analysis_imported(tmp_path, cached_roof):
+    # their imports move glibc's thresholds (numba's halved a Jacobi loop's page faults)
+    path = _program(tmp_path, """\
+        import sys
+        print(sorted(m for m in ("numba", "llvmlite", "chokepoint.explain", "chokepoint.fuse")
+                     if m in sys.modules))
+        """)
+    proc = subprocess.run([sys.executable, "-m", "chokepoint", "run", "--budget", "1", path],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "[]\n"
+
+
 def test_the_json_is_strict_ranked_and_its_shares_add_up(tmp_path, roof):
     path = _program(tmp_path, """\
         import numpy as np
@@ -262,9 +301,9 @@ def test_the_json_is_strict_ranked_and_its_shares_add_up(tmp_path, roof):
 def test_profile_records_the_lines_of_a_with_block(roof, monkeypatch):
     import numpy as np
 
-    import chokepoint.program.api as api
+    import chokepoint.program.summary as summary
 
-    monkeypatch.setattr(api, "roofline", lambda: roof)
+    monkeypatch.setattr(summary, "roofline", lambda: roof)
     x = np.ones(1000)
     with profile(quiet=True, budget_s=2) as p:
         total = 0.0
@@ -322,6 +361,12 @@ def test_the_cli_returns_the_programs_status_and_refuses_a_missing_file(tmp_path
     ({"kind": "temporaries", "seconds": 0.01, "hits": 5, "new_bytes": 48e6,
       "temporaries_bytes": 32e6, "as_written_s": 0.004, "reused_s": 0.002},
      ["48.0 MB of new arrays", "4 ms as written", "2 ms with freed memory reused"]),
+    ({"kind": "temporaries", "seconds": 0.386, "hits": 3000, "new_bytes": 1.2e6,
+      "temporaries_bytes": 1e6, "as_written_s": 6.9e-5, "reused_s": 6.62e-5,
+      "fresh_s": 6.24e-4, "program_faults": 67.7, "as_written_faults": 0.0,
+      "reused_faults": 0.0, "fresh_faults": 294.0, "fault_s": 1.9e-6},
+     ["faulted in 68 pages a run", "(294 faults) it took 624 us", "(0) 66.2 us",
+      "1.9 us a fault", "386 ms in all (3000 runs)"]),
     ({"kind": "temporaries", "seconds": 0.1, "hits": 8, "largest_bytes": 69.12e6,
       "own_bytes": 17.28e6, "rows": 1820, "unblocked_s": 0.0515, "blocked_s": 0.0446},
      ["69.1 MB, 4x what it reads and writes (17.3 MB)", "blocks of 1820 rows",
@@ -365,9 +410,9 @@ def test_run_m_runs_a_module_as_python_m_does(tmp_path, cached_roof):
 def test_profile_never_changes_the_users_objects_through_a_replay(roof, monkeypatch):
     import numpy as np
 
-    import chokepoint.program.api as api
+    import chokepoint.program.summary as summary
 
-    monkeypatch.setattr(api, "roofline", lambda: roof)
+    monkeypatch.setattr(summary, "roofline", lambda: roof)
     out: list = []
     rng = np.random.default_rng(0)
     state = rng.bit_generator.state

@@ -26,7 +26,7 @@ import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from ..measure.statements import Statement, as_statement
-from ..measure.usercode import user_file
+from ..usercode import user_file
 
 __all__ = ["CREATIONS", "Op", "Trace", "Traced", "advanced", "flops_of", "trace", "untraced"]
 

@@ -160,7 +160,8 @@ def float_of_key(key, dtype: np.dtype):
 
 
 _NAMESPACE = {
-    **vocabulary.NUMBA,  # exp, expm1, log1p, tanh, sinh, cosh: vectorisable, not libm calls
+    # exp, expm1, log1p, tanh, sinh, cosh: vectorisable, not libm calls
+    **vocabulary.numba_functions(),
     # the same, for ufuncs the kernels' expressions do not use
     "arctan2": vecmath.arctan2,
     "log": vecmath.log,

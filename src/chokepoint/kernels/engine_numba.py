@@ -509,7 +509,7 @@ _NAMESPACE = {
     "relu8_stream": _relu8_stream,
     "relu8_at_zero_stream": _relu8_at_zero_stream,
     "select8_stream": _select8_stream,
-    **vocabulary.NUMBA,
+    **vocabulary.numba_functions(),
 }
 _kernels: dict[tuple[str, str], Callable] = {}
 #: serial or parallel per kernel and size class, from the calls' own times

@@ -16,30 +16,32 @@ guard work a child can redo are replaced in the child instead (:mod:`.native`,
 from __future__ import annotations
 
 import os
-
-from numba.core.compiler_lock import global_compiler_lock
+import sys
 
 from . import backend, native
 
 __all__: list[str] = []
 
-_held: list = []  # the C build's lock taken before a fork (the child replaces the module's)
+_held: list = []  # the locks taken before a fork, in order (the child replaces the build's)
 
 
 def _before_fork() -> None:
     """Wait for another thread's C build, engine load and compile; hold them over the fork."""
-    build = native.build_lock
-    build.acquire()  # first: a build loads the engine and compiles while holding it
-    _held.append(build)
-    backend.engine_lock.acquire()  # a thread loading the engine may compile while holding it
-    global_compiler_lock.acquire()  # an RLock: the forking thread may be compiling itself
+    _held.append(native.build_lock)  # first: a build loads the engine and compiles inside it
+    _held.append(backend.engine_lock)  # a thread loading the engine may compile while holding it
+    # numba is imported on first use; until then nothing can hold its compiler lock (an RLock:
+    # the forking thread may be compiling itself).
+    compiler = sys.modules.get("numba.core.compiler_lock")
+    if compiler is not None:
+        _held.append(compiler.global_compiler_lock)
+    for lock in _held:
+        lock.acquire()
 
 
 def _after_fork() -> None:
     """In the parent and in the child: give back what :func:`_before_fork` took."""
-    global_compiler_lock.release()
-    backend.engine_lock.release()
-    _held.pop().release()
+    while _held:
+        _held.pop().release()
 
 
 if hasattr(os, "register_at_fork"):

@@ -102,8 +102,11 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
 
+from .vocabulary import NPDF, SQRT1_2
+
 __all__ = ["NPDF", "REDUCE_LIMIT_32", "REDUCE_LIMIT_64", "SQRT1_2", "arctan2", "cos", "cosh",
-           "erf", "exp", "expm1", "log", "log1p", "ndtr", "npdf", "sin", "sinh", "tanh"]
+           "erf", "exp", "expm1", "log", "log1p", "logical_and", "logical_not", "ndtr", "npdf",
+           "select", "sin", "sinh", "tanh"]
 
 
 @intrinsic
@@ -689,10 +692,6 @@ erf = _define("erf", _erf32, _erf64,
 # exact (no multiply by p), and P's coefficients carry exp's 2**-64 (exact: no multiply either).
 # 1.1-1.2 ns an element with degree 7 against 1.8 for (1 + erf(x / sqrt 2)) / 2 with
 # :func:`erf` (one core, AMD EPYC, AVX2).
-#: sqrt(1/2), ndtr's scale of x for erf (also in the C and CuPy kernels' source: .vocabulary)
-SQRT1_2 = math.sqrt(0.5)
-#: 1/sqrt(2 pi), npdf's factor: torch's kBeta, M_2_SQRTPI * M_SQRT1_2 * 0.5 (.vocabulary too)
-NPDF = 2.0 / math.sqrt(math.pi) * SQRT1_2 * 0.5
 _NDTR32_Q = np.float32(3.75)
 _NDTR32_R = (-2.9920666, 4.0391517, -2.9542055, 0.7381828, 0.44727203, -0.28889754)
 _NDTR32_END = np.float32(5.6)  # erf(x / sqrt 2) rounds to 1 in float32 from 5.5426 on
@@ -982,3 +981,21 @@ sin = _define("sin", _sin32, _sin64,
 cos = _define("cos", _cos32, _cos64,
               "The cosine; in numba code, the vectorisable implementation for the dtype, exact "
               "in its reduction only below ``REDUCE_LIMIT_64`` / ``_32``.")
+
+
+@numba.njit(inline="always")
+def select(c, a, b):
+    """``a if c else b``: the vocabulary's ``select`` (NumPy's ``where``) on scalars."""
+    return a if c else b
+
+
+@numba.njit(inline="always")
+def logical_not(c):
+    """``not c`` on a scalar."""
+    return not c
+
+
+@numba.njit(inline="always")
+def logical_and(c, d):
+    """``c & d`` on scalar booleans."""
+    return c & d

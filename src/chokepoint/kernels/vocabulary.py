@@ -11,46 +11,44 @@ ufuncs keep the dtype of their input; CUDA's ``exp`` is overloaded for float.
 
 from __future__ import annotations
 
+import functools
 import math
 
-import numba
 import numpy as np
 
-from . import vecmath
+__all__ = ["CUDA", "CUDA_PREAMBLE", "NPDF", "NUMPY", "SQRT1_2", "numba_functions"]
 
-__all__ = ["CUDA", "CUDA_PREAMBLE", "NUMBA", "NUMPY"]
-
-
-@numba.njit(inline="always")
-def _select(c, a, b):
-    return a if c else b
+#: sqrt(1/2), ndtr's scale of x for erf (in the numba, NumPy and CUDA bindings alike)
+SQRT1_2 = math.sqrt(0.5)
+#: 1/sqrt(2 pi), npdf's factor: torch's kBeta, M_2_SQRTPI * M_SQRT1_2 * 0.5
+NPDF = 2.0 / math.sqrt(math.pi) * SQRT1_2 * 0.5
 
 
-@numba.njit(inline="always")
-def _logical_not(c):
-    return not c
+@functools.cache
+def numba_functions() -> dict:
+    """name -> function callable from numba's nopython code.
 
+    Bound on first use: importing numba at ``import chokepoint`` would change the heap of the
+    program ``chokepoint run`` records (see :mod:`chokepoint.program.api`), and the NumPy
+    engine needs none of it.
+    """
+    from . import vecmath
 
-@numba.njit(inline="always")
-def _logical_and(c, d):
-    return c & d
+    return {
+        "select": vecmath.select,
+        "logical_not": vecmath.logical_not,
+        "logical_and": vecmath.logical_and,
+        "exp": vecmath.exp,  # vectorisable; libm's exp is a scalar call numba cannot vectorise
+        "expm1": vecmath.expm1,
+        "log1p": vecmath.log1p,
+        "erf": vecmath.erf,
+        "tanh": vecmath.tanh,
+        "sinh": vecmath.sinh,
+        "cosh": vecmath.cosh,
+        "ndtr": vecmath.ndtr,
+        "npdf": vecmath.npdf,
+    }
 
-
-#: name -> function callable from numba's nopython code
-NUMBA = {
-    "select": _select,
-    "logical_not": _logical_not,
-    "logical_and": _logical_and,
-    "exp": vecmath.exp,  # vectorisable; libm's exp is a scalar call numba cannot vectorise
-    "expm1": vecmath.expm1,
-    "log1p": vecmath.log1p,
-    "erf": vecmath.erf,
-    "tanh": vecmath.tanh,
-    "sinh": vecmath.sinh,
-    "cosh": vecmath.cosh,
-    "ndtr": vecmath.ndtr,
-    "npdf": vecmath.npdf,
-}
 
 _erf_double = np.frompyfunc(math.erf, 1, 1)
 
@@ -65,14 +63,14 @@ def _ndtr(a: np.ndarray) -> np.ndarray:
     """``(1 + erf(a / sqrt(2))) / 2`` in ``a``'s dtype, as torch writes GELU's CDF."""
     a = np.asarray(a)
     t = a.dtype.type
-    return t(0.5) * (t(1.0) + _erf(a * t(vecmath.SQRT1_2)))
+    return t(0.5) * (t(1.0) + _erf(a * t(SQRT1_2)))
 
 
 def _npdf(a: np.ndarray) -> np.ndarray:
     """``exp(-a*a / 2) / sqrt(2 pi)`` in ``a``'s dtype, as torch writes GELU's density."""
     a = np.asarray(a)
     t = a.dtype.type
-    return np.exp(t(-0.5) * a * a) * t(vecmath.NPDF)
+    return np.exp(t(-0.5) * a * a) * t(NPDF)
 
 
 #: name -> NumPy function on arrays
@@ -100,11 +98,11 @@ CUDA = {"exp": "exp", "expm1": "expm1", "log1p": "log1p", "erf": "erf", "tanh": 
 #: has no float overload, and differs from torch's formula)
 CUDA_PREAMBLE = f"""
 __device__ inline float chokepoint_ndtr(float x) {{
-  return 0.5f * (1.0f + erff(x * {np.float32(vecmath.SQRT1_2)}f)); }}
+  return 0.5f * (1.0f + erff(x * {np.float32(SQRT1_2)}f)); }}
 __device__ inline double chokepoint_ndtr(double x) {{
-  return 0.5 * (1.0 + erf(x * {vecmath.SQRT1_2!r})); }}
+  return 0.5 * (1.0 + erf(x * {SQRT1_2!r})); }}
 __device__ inline float chokepoint_npdf(float x) {{
-  return expf(-0.5f * x * x) * {np.float32(vecmath.NPDF)}f; }}
+  return expf(-0.5f * x * x) * {np.float32(NPDF)}f; }}
 __device__ inline double chokepoint_npdf(double x) {{
-  return exp(-0.5 * x * x) * {vecmath.NPDF!r}; }}
+  return exp(-0.5 * x * x) * {NPDF!r}; }}
 """

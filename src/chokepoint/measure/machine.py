@@ -10,7 +10,6 @@ import os
 import platform
 from pathlib import Path
 
-import numba
 import numpy as np
 
 __all__ = ["last_level_cache_bytes", "machine_info"]
@@ -28,6 +27,8 @@ def _cpu_model() -> str:
 
 def machine_info() -> dict:
     """What identifies this machine: the key of the roofline's and the tuning's caches."""
+    import numba  # here, not at import: see chokepoint.program.api
+
     return {
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),

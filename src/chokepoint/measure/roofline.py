@@ -19,7 +19,6 @@ measured again.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
@@ -29,10 +28,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numba
 import numpy as np
 
-from .. import jit
 from ..cachefile import locked, write_atomic
 from .load import Load, watch
 from .machine import machine_info
@@ -43,49 +40,8 @@ __all__ = ["ARRAY_BYTES", "BANDWIDTHS", "LOCK_WAIT", "Roofline", "bandwidth_kern
            "measure_roofline", "roofline"]
 
 ARRAY_BYTES = 256 * 2**20
-_FLOP_STEPS = 64
 GEMM_SIZE = 1536  # n of the n x n matrix products: 7 GFLOP, past BLAS's small-matrix regime
 GEMM_DTYPES = ("float32", "float64")
-#: the measuring kernels' decorator: cached on disk where numba can, compiled each time if not
-_kernel = functools.partial(jit.njit, parallel=True, nogil=True)
-
-
-@_kernel
-def _read(a):
-    total = 0
-    for i in numba.prange(a.shape[0]):
-        total += a[i]
-    return total
-
-
-@_kernel
-def _write(a):
-    for i in numba.prange(a.shape[0]):
-        a[i] = 1.0
-
-
-@_kernel
-def _copy(src, dst):
-    for i in numba.prange(dst.shape[0]):
-        dst[i] = src[i]
-
-
-@_kernel
-def _triad(a, b, c, s):
-    for i in numba.prange(a.shape[0]):
-        a[i] = b[i] + s * c[i]
-
-
-@_kernel
-def _flops(a, m, c):
-    # each element's chain is independent, so the loop vectorises across elements
-    for i in numba.prange(a.shape[0]):
-        v = a[i]
-        for _ in range(_FLOP_STEPS):
-            v = v * m + c
-        a[i] = v
-
-
 @dataclass(frozen=True)
 class Roofline:
     """Measured ceilings of this machine, in bytes and flops per second.
@@ -229,25 +185,31 @@ def bandwidth_kernels(nbytes: int, kinds: tuple[str, ...] = BANDWIDTHS
     unknown = set(kinds) - set(BANDWIDTHS)
     if unknown:
         raise ValueError(f"unknown bandwidths {sorted(unknown)}; known: {BANDWIDTHS}")
+    from . import bandwidth as k
+
     n = nbytes // 8
     a = np.ones(n)
     b = np.ones(n) if {"copy_bw", "triad_bw"} & set(kinds) else None
     c = np.ones(n) if "triad_bw" in kinds else None
     kernels = {
-        "read_bw": (lambda: _read(a.view(np.int64)), 1),
-        "write_bw": (lambda: _write(a), 1),
-        "copy_bw": (lambda: _copy(b, a), 2),
-        "triad_bw": (lambda: _triad(a, b, c, 3.0), 3),
+        "read_bw": (lambda: k.read(a.view(np.int64)), 1),
+        "write_bw": (lambda: k.write(a), 1),
+        "copy_bw": (lambda: k.copy(b, a), 2),
+        "triad_bw": (lambda: k.triad(a, b, c, 3.0), 3),
     }
     return {k: (kernels[k][0], kernels[k][1] * a.nbytes) for k in BANDWIDTHS if k in kinds}
 
 
 def _flop_rate(min_time: float) -> float:
+    import numba
+
+    from . import bandwidth as k
+
     a = np.full(numba.get_num_threads() * 4096, 0.5)  # stays in L1/L2
     # the fastest repeat: a ceiling is what the machine can do, and a parallel launch that
     # waited for a busy core's time slice (8 ms for this 1 MFLOP) says nothing about that
-    seconds = measure(lambda: _flops(a, 0.999, 0.0001), min_time=min_time, repeats=5).min
-    return a.size * _FLOP_STEPS * 2 / seconds
+    seconds = measure(lambda: k.flops(a, 0.999, 0.0001), min_time=min_time, repeats=5).min
+    return a.size * k.FLOP_STEPS * 2 / seconds
 
 
 def _gemm_rates(min_time: float) -> dict[str, float]:
@@ -287,6 +249,8 @@ def measure_roofline(*, nbytes: int = ARRAY_BYTES, min_time: float = 0.1) -> Roo
     -------
     Roofline
     """
+    import numba  # the kernels' threads; imported only to measure (see chokepoint.program.api)
+
     started = time.perf_counter()
     threads = numba.get_num_threads()
     spread: dict[str, float] = {}

@@ -37,16 +37,11 @@ from ..measure import statements as _statements
 from ..measure.roofline import Roofline
 from ..measure.timer import Measurement, format_seconds, measure_interleaved
 from .blocked import blocked, largest_intermediate
+from .heap import available as reused_memory_available
+from .heap import fresh_memory, reused_memory
 from .joined import joined_distances
 from .record import LineStat
-from .replay import (
-    is_simple_name_assign,
-    prepare,
-    reused_memory,
-    reused_memory_available,
-    run_once,
-    timed_under,
-)
+from .replay import faults_under, is_simple_name_assign, prepare, run_once, timed_under
 
 __all__ = ["Cause", "LineAnalysis", "analyse_line", "call_cost"]
 
@@ -178,6 +173,51 @@ def _blas_limit():
     return threadpool_limits(limits=1, user_api="blas")
 
 
+def _fresh_memory(fn, restore, times: list[list[float]], variants: list, stat: LineStat,
+                  per_hit: float, new_bytes: int, temporaries: int, causes: list[Cause],
+                  ruled: list[dict], ledger: _Ledger) -> float:
+    """What fresh memory cost the line a run (its cause, or its ruling out, appended).
+
+    The replay meets the program's allocator (:mod:`.heap`), but not the program's heap: the
+    other lines of a loop decide what is free at its top, and so how often it is trimmed and
+    faulted in again. Where the recording counted the line's page faults, the cause is those
+    faults at what one cost this line, measured as its fresh-memory replay (every new array
+    mapped fresh) against its reused-memory one; elsewhere, the replay as written against
+    reused memory."""
+    as_written, reused = times[0], times[variants.index(reused_memory)]
+    fresh = times[variants.index(fresh_memory)]
+    kind = "temporaries" if temporaries else "allocation"
+    numbers = {"as_written_s": float(np.median(as_written)), "reused_s": float(np.median(reused)),
+               "new_bytes": new_bytes, "temporaries_bytes": temporaries, "hits": stat.hits}
+    program_faults = stat.faults / stat.fault_hits if stat.fault_hits else None
+    if program_faults is None:
+        if not significant(as_written, reused):
+            ruled.append({"kind": kind, **numbers})
+            return 0.0
+        saved = numbers["as_written_s"] - numbers["reused_s"]
+        causes.append(Cause(kind, ledger.take(saved * stat.hits), numbers))
+        return saved
+    counted = {k: faults_under(fn, v, restore=restore) for k, v in
+               (("as_written", contextlib.nullcontext), ("reused", reused_memory),
+                ("fresh", fresh_memory))}
+    numbers.update(fresh_s=float(np.median(fresh)), program_faults=program_faults,
+                   **{f"{k}_faults": v for k, v in counted.items()})
+    extra = counted["fresh"] - counted["reused"]
+    if extra < 1 or not significant(fresh, reused):
+        ruled.append({"kind": kind, **numbers})  # no page fault this line's own could price
+        return 0.0
+    numbers["fault_s"] = (numbers["fresh_s"] - numbers["reused_s"]) / extra
+    # the program's faults beyond those of reused memory, at most what the line took beyond
+    # its reused-memory replay
+    saved = min(max(0.0, program_faults - counted["reused"]) * numbers["fault_s"],
+                max(0.0, per_hit - numbers["reused_s"]))
+    if saved <= 0.0:
+        ruled.append({"kind": kind, **numbers})
+        return 0.0
+    causes.append(Cause(kind, ledger.take(saved * stat.hits), numbers))
+    return saved
+
+
 def _blas_threads() -> int:
     from threadpoolctl import threadpool_info
 
@@ -264,7 +304,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     threads = _blas_threads() if gemm else 1
     variants = [contextlib.nullcontext]
     if fresh:
-        variants.append(reused_memory)
+        variants += [reused_memory, fresh_memory]
     if threads > 1:
         variants.append(_blas_limit)
     with np.errstate(all="ignore"):
@@ -274,16 +314,8 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     replay_s = as_written.median
     fresh_saved = 0.0  # per run
     if fresh:
-        reused = times[variants.index(reused_memory)]
-        kind = "temporaries" if model.temporaries else "allocation"
-        numbers = {"as_written_s": replay_s, "reused_s": float(np.median(reused)),
-                   "new_bytes": new_bytes, "temporaries_bytes": model.temporaries,
-                   "hits": stat.hits}
-        if significant(times[0], reused):
-            fresh_saved = replay_s - numbers["reused_s"]
-            causes.append(Cause(kind, ledger.take(fresh_saved * stat.hits), numbers))
-        else:
-            ruled.append({"kind": kind, **numbers})
+        fresh_saved = _fresh_memory(fn, restore, times, variants, stat, per_hit, new_bytes,
+                                    model.temporaries, causes, ruled, ledger)
 
     # memory used for the first time: the program's first execution of the line grew the
     # process (pages never touched before cost most on a VM); the replay reuses them. Or its

@@ -1,128 +1,34 @@
 """``chokepoint run`` and ``chokepoint.profile()``: a whole program, run once, its lines ranked
 by recoverable time, the causes of the top lines measured on their replays.
 
-The design is in ``docs/run.md``.
+Running imports only the recorder: what analyses the run (:mod:`.summary`, explain, numba)
+loads after the program ends, so that the program runs in the interpreter and heap it would
+have alone (numba's import alone raised glibc's mmap threshold enough to halve the page faults
+and the time of a program allocating 200 KB arrays). The design is in ``docs/run.md``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import io
 import os
 import runpy
 import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..explain.probes import ProbeSettings
-from ..measure.roofline import Roofline, cache_path, roofline
-from ..measure.statements import preserved_rng
-from .analyse import LineAnalysis, analyse_line
-from .joined import producer_of
-from .record import LineStat, Recorder, user_file
-from .replay import ReplayError, grown_name, release_heap
+from .heap import program_allocator
+from .record import Recorder, user_file
 
-__all__ = ["LITTLE", "SCHEMA", "ProgramReport", "analyse_program", "profile", "run_program"]
+if TYPE_CHECKING:
+    from ..measure.roofline import Roofline
+    from .summary import ProgramReport
 
-SCHEMA = 1
-#: the lines replayed are the slowest ones holding this share of the lines' time...
-COVER = 0.9
-#: ...at most this many
-MAX_LINES = 10
-#: lines under this share of the wall time are not replayed
-MIN_LINE_SHARE = 0.005
-#: a line's largest measured cause names the line when it holds this share of its time
-CAUSE_SHARE = 0.25
+__all__ = ["BUDGET_S", "profile", "run_program"]
+
 #: probing stops starting new lines after this many seconds (``--budget``)
 BUDGET_S = 30.0
-#: below this share of the run, all the lines' recoverable time together is "little to recover"
-#: (the report then names the slowest line before the headline)
-LITTLE = 0.1
-#: each line's own operation probes and rewrites start within this share of the budget
-LINE_BUDGET = 0.25
-#: how the per-operation probes time things in a run (shorter than explain's own)
-RUN_PROBES = ProbeSettings(min_time=0.01, repeats=3)
-
-
-@dataclass
-class ProgramReport:
-    """Where a program's time went. ``to_dict()`` is the JSON of ``chokepoint run --json``."""
-
-    program: str
-    argv: list[str]
-    exit_status: int
-    wall_s: float
-    recording_s: float
-    probing_s: float
-    machine: dict
-    lines: list[dict]
-    loops: list[dict] = field(default_factory=list)
-    error: str | None = None  # the program's exception, formatted
-    notes: list[str] = field(default_factory=list)
-    roof: Roofline | None = field(default=None, repr=False)
-
-    @property
-    def findings(self) -> list[dict]:
-        """Every measured cause of every line, as shares of the wall time, largest first."""
-        out = []
-        for line in self.lines:
-            for cause in line.get("causes", []):
-                share = cause["seconds"] / self.wall_s if self.wall_s > 0 else 0.0
-                out.append({"kind": cause["kind"], "share": share, "source": line["source"],
-                            **{k: v for k, v in cause.items() if k != "kind"}})
-        out.sort(key=lambda f: f["share"], reverse=True)
-        return out
-
-    @property
-    def unexplained_share(self) -> float:
-        """The share of the wall time that no measured cause holds."""
-        return max(0.0, 1.0 - sum(f["share"] for f in self.findings))
-
-    @property
-    def little_to_recover(self) -> bool:
-        """Whether the lines' recoverable time together is under :data:`LITTLE` of the run."""
-        return sum(line["recoverable_s"] for line in self.lines) < LITTLE * self.wall_s
-
-    @property
-    def headline(self) -> dict:
-        top = self.lines[0] if self.lines else None
-        if top is None:
-            return {"source": None, "cause": None, "recoverable_s": 0.0, "rewrite": None}
-        return {"source": top["source"], "code": top["code"], "cause": top["cause"],
-                "recoverable_s": top["recoverable_s"], "time_s": top["time_s"],
-                "rewrite": top["rewrite"]}
-
-    def to_dict(self) -> dict:
-        """JSON-ready (schema 1, documented in docs/run.md)."""
-        return {"schema": SCHEMA, "program": self.program, "argv": self.argv,
-                "exit_status": self.exit_status, "wall_s": self.wall_s,
-                "overhead": {"recording_s": self.recording_s, "probing_s": self.probing_s},
-                "machine": self.machine, "lines": self.lines, "loops": self.loops,
-                "headline": self.headline, "findings": self.findings,
-                "unexplained_share": self.unexplained_share, "error": self.error,
-                "notes": self.notes}
-
-    def text(self, width: int | None = None) -> str:
-        from ..report.program import program_text
-
-        return program_text(self, width=width)
-
-    def to_html(self) -> str:
-        from ..report.program import program_html
-
-        return program_html(self)
-
-    def __str__(self) -> str:
-        return self.text()
-
-    def _repr_html_(self) -> str:  # Jupyter
-        return self.to_html()
-
-    def _repr_pretty_(self, printer, cycle) -> None:  # IPython
-        printer.text(self.text())
 
 
 def _display(filename: str) -> str:
@@ -135,146 +41,6 @@ def _display(filename: str) -> str:
     except ValueError:
         return filename
     return filename if rel.startswith("..") else rel
-
-
-def _row(stat: LineStat, wall_s: float) -> dict:
-    st = stat.statement
-    time_s = stat.ns / 1e9
-    code = st.code.split("\n")[0] if st.code else ""
-    return {"source": f"{_display(st.filename)}:{st.line}", "code": code, "hits": stat.hits,
-            "time_s": time_s, "python_s": None, "bytes": 0, "flops": 0, "new_bytes": 0,
-            "floor_s": 0.0, "recoverable_s": time_s,
-            "share": time_s / wall_s if wall_s > 0 else 0.0, "cause": None, "rewrite": None,
-            "analysed": False, "modelled": True, "why_not": None, "causes": [],
-            "ruled_out": [], "notes": [],
-            "loop": f"{_display(st.filename)}:{st.loop}" if st.loop else None,
-            "grows": grown_name(st.code) if stat.hits > 1 and st.code else None,
-            "_stat": stat}
-
-
-def _apply(row: dict, stat: LineStat, a: LineAnalysis) -> None:
-    hits = stat.hits
-    row.update(analysed=True, bytes=a.bytes * hits, flops=a.flops * hits,
-               new_bytes=a.new_bytes * hits, floor_s=min(row["time_s"], a.floor_s * hits),
-               python_s=min(row["time_s"], max(0.0, a.replay_s - a.ops_s) * hits),
-               replay_s=a.replay_s, causes=[c.to_dict() for c in a.causes],
-               ruled_out=a.ruled_out, rewrite=a.rewrite, notes=a.notes, ops=a.ops)
-    if a.calls:
-        row["recoverable_s"] = max(0.0, row["time_s"] - row["floor_s"])
-    else:
-        # no operation chokepoint can see (a random generator's method, a C extension): no
-        # floor is known, and what is recoverable is only what was measured
-        row["modelled"] = False
-        row["recoverable_s"] = min(row["time_s"], sum(c.seconds for c in a.causes))
-    # a line's cause is its largest measured cause when that holds a good part of its time;
-    # a 5% finding is not what a 400 ms line is about
-    top = a.causes[0] if a.causes else None
-    row["cause"] = top.kind if top and top.seconds >= CAUSE_SHARE * row["time_s"] else None
-
-
-def _loop_header(row: dict, stat: LineStat) -> None:
-    """A loop's header holds the interpreter's work of looping: overhead, as recorded."""
-    row.update(analysed=True, python_s=row["time_s"], cause="overhead",
-               causes=[{"kind": "overhead", "seconds": row["time_s"], "hits": stat.hits,
-                        "header": True}])
-
-
-def _loops(rows: list[dict]) -> list[dict]:
-    """Each loop with its lines' time (nested loops included) and the overhead measured in
-    them."""
-    by_source = {r["source"]: r for r in rows}
-    loops: dict[str, dict] = {}
-    for r in rows:
-        parent = r["source"] if r["_stat"].statement.is_loop else r["loop"]
-        seen: set[str] = set()
-        while parent and parent not in seen:  # this loop, then the loops around it
-            seen.add(parent)
-            header = by_source.get(parent, {})
-            entry = loops.setdefault(parent, {
-                "source": parent, "code": header.get("code", ""),
-                "iterations": header.get("hits", 0), "time_s": 0.0, "overhead_s": 0.0,
-                "lines": 0})
-            entry["time_s"] += r["time_s"]
-            entry["overhead_s"] += sum(c["seconds"] for c in r["causes"]
-                                       if c["kind"] == "overhead")
-            entry["lines"] += 1
-            parent = header.get("loop")
-    return sorted(loops.values(), key=lambda e: e["time_s"], reverse=True)
-
-
-def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_status: int,
-                    wall_s: float, roof: Roofline | None = None, budget_s: float = BUDGET_S,
-                    settings: ProbeSettings = RUN_PROBES, error: str | None = None,
-                    progress: Callable[[str], None] | None = None) -> ProgramReport:
-    """The report of a recorded run: every line's time, the slowest lines replayed and their
-    causes measured, within ``budget_s`` seconds of probing."""
-    start = time.perf_counter()
-    if roof is None:
-        if progress is not None and not cache_path().exists():
-            progress("measuring this machine's roofline (about 10 s, cached afterwards)")
-        roof = roofline()
-    # the hook's own cost, taken out of each line's time (it lands in the line it interrupts)
-    costs = recorder.hook_cost_ns()
-    for s in recorder.lines.values():
-        s.ns = costs.taken_out(s)
-        s.first_ns = min(s.first_ns, s.ns)
-    stats = sorted(recorder.lines.values(), key=lambda s: s.ns, reverse=True)
-    lines_s = sum(s.ns for s in stats) / 1e9
-    rows = [_row(s, wall_s) for s in stats]
-    notes = []
-    covered, probed = 0.0, 0
-    deadline = start + budget_s
-    for row in rows:
-        stat = row["_stat"]
-        if stat.statement.is_loop:
-            _loop_header(row, stat)
-            continue
-        if (covered >= COVER * lines_s or probed >= MAX_LINES
-                or row["time_s"] < MIN_LINE_SHARE * wall_s):
-            row["why_not"] = "not among the slowest lines"
-            continue
-        covered += row["time_s"]
-        if time.perf_counter() > deadline:
-            row["why_not"] = f"not probed: the probing budget ({budget_s:g} s) was spent"
-            continue
-        probed += 1
-        if progress is not None:
-            progress(f"probing {row['source']} ({row['time_s'] * 1e3:.1f} ms, "
-                     f"{stat.hits} hits)")
-        began = time.perf_counter()
-        # each line's own probes start within its share of the budget
-        line_deadline = min(deadline, began + budget_s * LINE_BUDGET)
-        try:
-            # a replay prints nothing and leaves the random generators as they were
-            with contextlib.redirect_stdout(io.StringIO()), \
-                    contextlib.redirect_stderr(io.StringIO()), preserved_rng():
-                _apply(row, stat, analyse_line(stat, roof, settings,
-                                               min_share_s=0.01 * wall_s,
-                                               deadline=line_deadline,
-                                               run_deadline=deadline,
-                                               include=recorder.include,
-                                               producer=functools.partial(
-                                                   producer_of, stats, stat)))
-        except ReplayError as exc:
-            row["why_not"] = f"not replayed: {exc}"
-        except (Exception, SystemExit) as exc:  # one line's failure never loses the report
-            row["why_not"] = f"its replay failed: {type(exc).__name__}: {exc}"
-        row["probe_s"] = time.perf_counter() - began
-    release_heap()
-    loops = _loops(rows)
-    for row in rows:
-        row.pop("_stat")
-    rows.sort(key=lambda r: (r["recoverable_s"], r["time_s"]), reverse=True)
-    machine = roof.summary()
-    uncaptured = [_display(s.statement.filename) + f":{s.statement.line}"
-                  for s in stats if s.over_budget]
-    if uncaptured:
-        notes.append(f"{len(uncaptured)} line(s) were over the capture budget: "
-                     + ", ".join(uncaptured[:5]))
-    return ProgramReport(program=program, argv=argv, exit_status=exit_status, wall_s=wall_s,
-                         recording_s=max(0.0, wall_s - lines_s), probing_s=time.perf_counter()
-                         - start, machine=machine, lines=rows, loops=loops, error=error,
-                         notes=notes, roof=roof)
 
 
 def _exit_status(exc: SystemExit) -> int:
@@ -327,14 +93,14 @@ def run_program(target: str, args: list[str] | None = None, *, module: bool = Fa
         sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
     else:
         sys.path.insert(0, os.getcwd())
-    status, error = 0, None
+    status, error, namespace = 0, None, None
     start = time.perf_counter()
     recorder.start()
     try:
         if module:
-            runpy.run_module(target, run_name="__main__", alter_sys=True)
+            namespace = runpy.run_module(target, run_name="__main__", alter_sys=True)
         else:
-            runpy.run_path(target, run_name="__main__")
+            namespace = runpy.run_path(target, run_name="__main__")
     except SystemExit as exc:
         status = _exit_status(exc)
     except KeyboardInterrupt:
@@ -344,8 +110,13 @@ def run_program(target: str, args: list[str] | None = None, *, module: bool = Fa
     finally:
         recorder.stop()
         wall = time.perf_counter() - start
+        # before the program's arrays are freed (which would move the thresholds again)
+        recorder.allocator = program_allocator()
+        del namespace
         sys.argv, sys.path[:] = saved_argv, saved_path
     sys.stdout.flush()
+    from .summary import analyse_program
+
     return analyse_program(recorder, program=target, argv=argv, exit_status=status, wall_s=wall,
                            roof=roof, budget_s=budget_s, error=error, progress=progress)
 
@@ -405,7 +176,10 @@ class profile:
     def __exit__(self, exc_type, exc, tb) -> None:
         self._recorder.stop()
         wall = time.perf_counter() - self._start
+        self._recorder.allocator = program_allocator()
         error = "".join(traceback.format_exception(exc_type, exc, tb)) if exc_type else None
+        from .summary import analyse_program
+
         self.report = analyse_program(self._recorder, program=self._name, argv=[],
                                       exit_status=1 if exc_type else 0, wall_s=wall,
                                       budget_s=self.budget_s, error=error)

@@ -33,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..kernels import native
-from ..measure.usercode import user_file
+from ..usercode import user_file
 
 __all__ = ["Capture", "Counts", "HookCosts", "LineStat", "Recorder", "SourceMap", "Statement",
            "fingerprint", "hook_status", "user_file"]
@@ -261,13 +261,13 @@ def hook_status() -> str:
 class _Counts:
     """A statement's counters (the Python stand-in for ``_linetrace.Counts``)."""
 
-    __slots__ = ("events", "hits", "library_calls", "library_lines", "ns", "state",
-                 "user_calls")
+    __slots__ = ("events", "fault_hits", "faults", "hits", "library_calls", "library_lines", "ns",
+                 "state", "user_calls")
 
     def __new__(cls, *args, **kwargs):
         self = super().__new__(cls)
         self.ns = self.events = self.hits = self.state = self.library_calls = 0
-        self.user_calls = self.library_lines = 0
+        self.user_calls = self.library_lines = self.faults = self.fault_hits = 0
         return self
 
 
@@ -285,7 +285,9 @@ class LineStat(Counts):
     ``state``, 0: capture wanted; 1: captured; 2: copy at next hit; 3: not captured;
     ``library_calls``, library Python functions it called (each a call of the hook);
     ``user_calls``, the user's functions it called; ``library_lines``, lines those library
-    functions ran (counted by the C hook only: the Python hook is not called for them).
+    functions ran (counted by the C hook only: the Python hook is not called for them);
+    ``faults``, the minor page faults of its ``fault_hits`` runs whose faults were counted
+    (the C hook only, on statements whose runs averaged ``_linetrace.FAULT_LINE_NS``).
     """
 
     statement: Statement
@@ -302,19 +304,22 @@ class HookCosts(NamedTuple):
     call of a library's Python function it makes (the call of the hook), per line such a
     function runs (a line event, and the interpreter's tracing of that line), per call of the
     user's function (beyond its events: what its call and its return cost the calling line
-    outside the clock reads)."""
+    outside the clock reads), per run whose page faults were counted (two reads of the
+    count)."""
 
     event: float
     library_call: float
     library_line: float
     user_call: float
+    fault_window: float = 0.0
 
     def taken_out(self, stat: LineStat) -> int:
         """``stat``'s own time less what the hook cost in it (nanoseconds, at least 0)."""
         return max(0, int(stat.ns - stat.events * self.event
                           - stat.library_calls * self.library_call
                           - stat.library_lines * self.library_line
-                          - stat.user_calls * self.user_call))
+                          - stat.user_calls * self.user_call
+                          - stat.fault_hits * self.fault_window))
 
 
 class Recorder:
@@ -348,6 +353,9 @@ class Recorder:
         self._previous = None
         self.wall_ns = 0
         self._t0 = 0
+        #: the allocator's thresholds when the code ended (:func:`.heap.program_allocator`,
+        #: read by whoever stopped the recording), None where unknown
+        self.allocator = None
         self.compiled = compiled and _compiled is not None
         # C: the trace function (install()), handing calls to _global and a traced frame's
         # other events to _local; Python: what _global returns for a user frame
@@ -386,7 +394,8 @@ class Recorder:
                                          event), 0.0
         return HookCosts(event=event, library_call=call, library_line=line,
                          user_call=self._calibrate(scope["calling"], scope["called"],
-                                                   "user_calls", event))
+                                                   "user_calls", event),
+                         fault_window=2 * _compiled.fault_read_ns() if self.compiled else 0.0)
 
     def _calibrate(self, loop, callee, counter: str, per_event: float = 0.0) -> float:
         """The hook's cost per count of ``counter`` (``"events"``, ``"library_calls"``,

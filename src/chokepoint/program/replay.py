@@ -8,7 +8,8 @@ changed, the two alternating (:func:`timed_under`):
 
 - ``fresh`` — the allocator keeps and reuses freed memory (glibc: no ``mmap`` for large blocks,
   no trimming), so the line's new arrays land on pages already touched: what fresh memory (page
-  faults of new results and temporaries) costs the whole line;
+  faults of new results and temporaries) costs the whole line (:mod:`.heap`: the statement as
+  written runs under the allocator's thresholds as the program left them);
 - ``blas`` — the BLAS library limited to one thread (threadpoolctl), for lines with a matrix
   product;
 - the per-operation probes of ``explain`` (data-dependent, strided, conversions, threads...)
@@ -20,21 +21,21 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
-import ctypes
-import ctypes.util
 import gc
 import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..measure import statements as _statements
+from . import heap
 from .record import LineStat, user_file
 
-__all__ = ["GROWERS", "Replay", "ReplayError", "grown_name", "is_simple_name_assign", "prepare",
-           "reused_memory", "run_once", "side_effect", "timed_under", "writes_apart"]
+__all__ = ["GROWERS", "Replay", "ReplayError", "faults_under", "grown_name",
+           "is_simple_name_assign", "prepare", "run_once", "side_effect", "timed_under",
+           "writes_apart"]
 
 
 class ReplayError(RuntimeError):
@@ -429,64 +430,21 @@ def timed_under(fn: Callable[[], object],
     return times
 
 
-# -- the allocator that keeps freed memory ------------------------------------------------------
-
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_MMAP_MAX = -1, -3, -4
-#: after the probe: where glibc's dynamic thresholds settle in a program freeing large arrays
-#: (mmap threshold at its 32 MiB maximum, trim threshold twice that), so that the statement
-#: as written keeps meeting the allocator it met in the program
-_SETTLED_MMAP, _SETTLED_TRIM, _DEFAULT_MMAP_MAX = 32 * 2**20, 64 * 2**20, 65536
-
-
-def _libc():
-    name = ctypes.util.find_library("c")
-    if not name:
-        return None
-    try:
-        libc = ctypes.CDLL(name)
-        libc.mallopt  # noqa: B018 - glibc only
-        libc.malloc_trim  # noqa: B018
-    except (OSError, AttributeError):
-        return None
-    return libc
-
-
-_LIBC = _libc()
-
-
-def reused_memory_available() -> bool:
-    """Whether the allocator can be told to keep freed memory (glibc)."""
-    return _LIBC is not None
-
-
-@contextlib.contextmanager
-def reused_memory() -> Iterator[None]:
-    """Inside, large blocks come from the heap and freed ones stay there: a new array lands on
-    pages already touched, as in a buffer allocated once and reused. glibc's defaults are set
-    as a program's dynamic thresholds settle on exit (``mallopt`` ends glibc's dynamic
-    adjustment: under ``profile()`` the application keeps these settled values)."""
-    if _LIBC is None:
-        raise ReplayError("the allocator is not glibc's: fresh memory cannot be told apart")
-    _LIBC.mallopt(_M_MMAP_MAX, 0)
-    _LIBC.mallopt(_M_TRIM_THRESHOLD, 2**30)
-    try:
-        yield
-    finally:
-        _LIBC.mallopt(_M_MMAP_MAX, _DEFAULT_MMAP_MAX)
-        _LIBC.mallopt(_M_MMAP_THRESHOLD, _SETTLED_MMAP)
-        _LIBC.mallopt(_M_TRIM_THRESHOLD, _SETTLED_TRIM)
-        # the kept memory back to the system: else the statement as written would be served
-        # from it too, and the comparison would compare nothing
-        _LIBC.malloc_trim(0)
-
-
-reused_memory.set_up_each_time = True
-
-
-def release_heap() -> None:
-    """Give the heap's free memory back to the system (after the probes)."""
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
+def faults_under(fn: Callable[[], object],
+                 setting: Callable[[], contextlib.AbstractContextManager], *,
+                 restore: Callable[[], None] = lambda: None, runs: int = 3) -> float:
+    """Minor page faults per call of ``fn`` under ``setting``: the mean of ``runs`` calls after
+    one that sets it up, each restored first outside the count."""
+    with setting():
+        restore()
+        fn()
+        total = 0
+        for _ in range(runs):
+            restore()
+            before = heap.faults()
+            fn()
+            total += heap.faults() - before
+    return total / runs
 
 
 def is_simple_name_assign(tree: ast.Module) -> str | None:

@@ -55,7 +55,15 @@ def cause_evidence(cause: dict) -> str:
                 "by the OS since)")
     if kind in ("allocation", "temporaries"):
         said = []
-        if "reused_s" in cause:
+        if "program_faults" in cause:  # the recording counted the line's page faults
+            said.append(
+                f"in the program it faulted in {cause['program_faults']:.0f} pages a run "
+                f"({_mb(cause['new_bytes'])} of new arrays a run); replayed with each new "
+                f"array on fresh pages ({cause['fresh_faults']:.0f} faults) it took "
+                f"{_ms(cause['fresh_s'])}, with freed memory reused "
+                f"({cause['reused_faults']:.0f}) {_ms(cause['reused_s'])}: "
+                f"{_ms(cause['fault_s'])} a fault, {_ms(cause['seconds'])} in all{per}")
+        elif "reused_s" in cause:
             what = ("its temporaries and result" if kind == "temporaries" and
                     cause.get("temporaries_bytes") else "its new arrays")
             said.append(f"{_mb(cause['new_bytes'])} of new arrays per run: "

@@ -12,7 +12,7 @@ import sysconfig
 
 __all__ = ["user_file"]
 
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def _library_dirs() -> tuple[str, ...]:
