@@ -15,6 +15,7 @@ guard work a child can redo are replaced in the child instead (:mod:`.native`,
 
 from __future__ import annotations
 
+import logging  # noqa: F401 - imported before our hooks are registered: see below
 import os
 import sys
 
@@ -27,15 +28,15 @@ _held: list = []  # the locks taken before a fork, in order (the child replaces 
 
 def _before_fork() -> None:
     """Wait for another thread's C build, engine load and compile; hold them over the fork."""
-    _held.append(native.build_lock)  # first: a build loads the engine and compiles inside it
-    _held.append(backend.engine_lock)  # a thread loading the engine may compile while holding it
     # numba is imported on first use; until then nothing can hold its compiler lock (an RLock:
-    # the forking thread may be compiling itself).
-    compiler = sys.modules.get("numba.core.compiler_lock")
-    if compiler is not None:
-        _held.append(compiler.global_compiler_lock)
-    for lock in _held:
-        lock.acquire()
+    # the forking thread may be compiling itself)
+    compiler = getattr(sys.modules.get("numba.core.compiler_lock"), "global_compiler_lock", None)
+    # the build first: a build loads the engine and compiles inside it; a thread loading the
+    # engine may compile while holding it
+    for lock in (native.build_lock, backend.engine_lock, compiler):
+        if lock is not None:
+            lock.acquire()
+            _held.append(lock)  # only what was taken is given back
 
 
 def _after_fork() -> None:
@@ -44,6 +45,10 @@ def _after_fork() -> None:
         _held.pop().release()
 
 
+# Fork hooks run "before" in the reverse order of their registration, and logging's takes its
+# lock: registered after ours (numba imports SciPy, which imports logging, on first use), a
+# fork would hold logging's lock while waiting for a compile that needs it. Importing logging
+# above registers its hook first, so that ours runs (and waits for the compile) first.
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_before_fork, after_in_parent=_after_fork,
                         after_in_child=_after_fork)

@@ -21,8 +21,9 @@
  *
  * Page faults: a statement whose runs so far averaged FAULT_LINE_NS or more gets its minor
  * page faults counted (getrusage, about 0.3-0.7 us a read) from its start to the start of the
- * next statement of its frame (a call of the user's code, a return, an exception and an event
- * for the Python hooks end the window too), in `faults` over `fault_hits` runs. Fresh memory costs a program where its allocator maps and trims blocks; a replay in
+ * next statement of its frame (a return, an exception and an event for the Python hooks end
+ * the window too), in `faults` over `fault_hits` runs. A run that calls the user's code (a
+ * function, a comprehension, a lambda) is not counted: its callee's faults are not its own. Fresh memory costs a program where its allocator maps and trims blocks; a replay in
  * another process may not see it, so the program's own count is the evidence.
  */
 #define PY_SSIZE_T_CLEAN
@@ -118,12 +119,13 @@ faults_now(void)
 #endif
 }
 
-/* the open page-fault window ends: its faults to its statement */
+/* the open page-fault window ends: its faults to its statement, or (``count`` 0: a call of
+ * the user's code interrupted the run, whose faults the callee's statements count) none */
 static void
-close_window(Hook *self)
+close_window(Hook *self, int count)
 {
     Counts *stat = (Counts *)self->fault_stat;
-    long long faults = faults_now();
+    long long faults = count ? faults_now() : -1;
     if (faults >= 0 && self->fault_start >= 0) {
         stat->faults += faults - self->fault_start;
         stat->fault_hits += 1;
@@ -173,7 +175,7 @@ common_line(Hook *self, PyObject *top, PyFrameObject *frame, long long now)
     if (starts && !comprehension && (next->hits == 0 || next->state == 0 || next->state == 2))
         return 0; /* its first execution, or a capture to take */
     if (starts && self->fault_stat != NULL) {
-        close_window(self); /* its read lands in the statement it ends */
+        close_window(self, 1); /* its read lands in the statement it ends */
         now = now_ns();
     }
     if (stat != Py_None) {
@@ -340,10 +342,8 @@ trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
                 user = PyTuple_GET_ITEM(found, 1);
         }
         int done = 0;
-        if (user != Py_False && self->fault_stat != NULL) {
-            close_window(self); /* its read lands in the statement it ends */
-            now = now_ns();
-        }
+        if (user != Py_False && self->fault_stat != NULL)
+            close_window(self, 0); /* the user's code (or code not seen yet) called */
         if (user == Py_False) {
             PyObject *top = top_entry(self);
             PyObject *stat = top != NULL ? PyList_GET_ITEM(top, E_STAT) : NULL;
@@ -374,7 +374,7 @@ trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
             return 0;
         }
         if (what != PyTrace_LINE && self->fault_stat != NULL) {
-            close_window(self); /* a line of the same statement leaves it open */
+            close_window(self, 1); /* a line of the same statement leaves it open */
             now = now_ns();
         }
         int done = what == PyTrace_LINE     ? common_line(self, top, frame, now)
@@ -384,7 +384,7 @@ trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
             failed = 1;
         else if (!done) {
             if (self->fault_stat != NULL) {
-                close_window(self);
+                close_window(self, 1);
                 now = now_ns();
             }
             PyObject *event = what == PyTrace_LINE ? s_line

@@ -41,7 +41,7 @@ from .heap import available as reused_memory_available
 from .heap import fresh_memory, reused_memory
 from .joined import joined_distances
 from .record import LineStat
-from .replay import faults_under, is_simple_name_assign, prepare, run_once, timed_under
+from .replay import is_simple_name_assign, prepare, run_once, timed_under
 
 __all__ = ["Cause", "LineAnalysis", "analyse_line", "call_cost"]
 
@@ -173,9 +173,9 @@ def _blas_limit():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _fresh_memory(fn, restore, times: list[list[float]], variants: list, stat: LineStat,
-                  per_hit: float, new_bytes: int, temporaries: int, causes: list[Cause],
-                  ruled: list[dict], ledger: _Ledger) -> float:
+def _fresh_memory(times: list[list[float]], faults: list[list[float]], variants: list,
+                  stat: LineStat, per_hit: float, new_bytes: int, temporaries: int,
+                  causes: list[Cause], ruled: list[dict], ledger: _Ledger) -> float:
     """What fresh memory cost the line a run (its cause, or its ruling out, appended).
 
     The replay meets the program's allocator (:mod:`.heap`), but not the program's heap: the
@@ -185,19 +185,19 @@ def _fresh_memory(fn, restore, times: list[list[float]], variants: list, stat: L
     mapped fresh) against its reused-memory one; elsewhere, the replay as written against
     reused memory."""
     as_written, reused = times[0], times[variants.index(reused_memory)]
-    fresh = times[variants.index(fresh_memory)]
     kind = "temporaries" if temporaries else "allocation"
     numbers = {"as_written_s": float(np.median(as_written)), "reused_s": float(np.median(reused)),
                "new_bytes": new_bytes, "temporaries_bytes": temporaries, "hits": stat.hits}
     program_faults = stat.faults / stat.fault_hits if stat.fault_hits else None
     if program_faults is None:
-        if not significant(as_written, reused):
+        saved = numbers["as_written_s"] - numbers["reused_s"]
+        if saved <= 0 or not significant(as_written, reused):
             ruled.append({"kind": kind, **numbers})
             return 0.0
-        saved = numbers["as_written_s"] - numbers["reused_s"]
         causes.append(Cause(kind, ledger.take(saved * stat.hits), numbers))
         return saved
-    counted = {k: faults_under(fn, v, restore=restore) for k, v in
+    fresh = times[variants.index(fresh_memory)]
+    counted = {k: float(np.median(faults[variants.index(v)])) for k, v in
                (("as_written", contextlib.nullcontext), ("reused", reused_memory),
                 ("fresh", fresh_memory))}
     numbers.update(fresh_s=float(np.median(fresh)), program_faults=program_faults,
@@ -207,10 +207,12 @@ def _fresh_memory(fn, restore, times: list[list[float]], variants: list, stat: L
         ruled.append({"kind": kind, **numbers})  # no page fault this line's own could price
         return 0.0
     numbers["fault_s"] = (numbers["fresh_s"] - numbers["reused_s"]) / extra
-    # the program's faults beyond those of reused memory, at most what the line took beyond
-    # its reused-memory replay
-    saved = min(max(0.0, program_faults - counted["reused"]) * numbers["fault_s"],
-                max(0.0, per_hit - numbers["reused_s"]))
+    # the program's faults beyond those of reused memory, at most as many as its arrays all
+    # mapped fresh (others' faults: another thread's, an input's first touch, priced here at
+    # what this line's faults cost, would be counted as its own), and at most what the line
+    # took beyond its reused-memory replay
+    faults = min(program_faults, counted["fresh"]) - counted["reused"]
+    saved = min(max(0.0, faults) * numbers["fault_s"], max(0.0, per_hit - numbers["reused_s"]))
     if saved <= 0.0:
         ruled.append({"kind": kind, **numbers})
         return 0.0
@@ -304,17 +306,19 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     threads = _blas_threads() if gemm else 1
     variants = [contextlib.nullcontext]
     if fresh:
-        variants += [reused_memory, fresh_memory]
+        # fresh_memory prices a page fault: needed only where the recording counted them
+        variants += [reused_memory, fresh_memory] if stat.fault_hits else [reused_memory]
     if threads > 1:
         variants.append(_blas_limit)
+    faults: list[list[float]] = []
     with np.errstate(all="ignore"):
         times = timed_under(fn, variants, restore=restore,
-                            mutates=replay.mutates and not repeats_same)
+                            mutates=replay.mutates and not repeats_same, faults=faults)
     as_written = Measurement(times[0], 1)
     replay_s = as_written.median
     fresh_saved = 0.0  # per run
     if fresh:
-        fresh_saved = _fresh_memory(fn, restore, times, variants, stat, per_hit, new_bytes,
+        fresh_saved = _fresh_memory(times, faults, variants, stat, per_hit, new_bytes,
                                     model.temporaries, causes, ruled, ledger)
 
     # memory used for the first time: the program's first execution of the line grew the

@@ -93,7 +93,7 @@ def run_program(target: str, args: list[str] | None = None, *, module: bool = Fa
         sys.path.insert(0, os.path.dirname(os.path.abspath(target)))
     else:
         sys.path.insert(0, os.getcwd())
-    status, error, namespace = 0, None, None
+    status, error, namespace, raised = 0, None, None, None
     start = time.perf_counter()
     recorder.start()
     try:
@@ -102,17 +102,18 @@ def run_program(target: str, args: list[str] | None = None, *, module: bool = Fa
         else:
             namespace = runpy.run_path(target, run_name="__main__")
     except SystemExit as exc:
-        status = _exit_status(exc)
-    except KeyboardInterrupt:
-        status, error = 130, "KeyboardInterrupt"
+        status, raised = _exit_status(exc), exc
+    except KeyboardInterrupt as exc:
+        status, error, raised = 130, "KeyboardInterrupt", exc
     except BaseException as exc:
-        status, error = 1, _program_traceback(exc)
+        status, error, raised = 1, _program_traceback(exc), exc
     finally:
         recorder.stop()
         wall = time.perf_counter() - start
-        # before the program's arrays are freed (which would move the thresholds again)
+        # before the program's arrays are freed (its namespace, or the frames of the exception
+        # that ended it: freeing them would move the thresholds again)
         recorder.allocator = program_allocator()
-        del namespace
+        del namespace, raised
         sys.argv, sys.path[:] = saved_argv, saved_path
     sys.stdout.flush()
     from .summary import analyse_program

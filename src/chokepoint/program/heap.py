@@ -34,6 +34,8 @@ _START, _MOST = 128 * 2**10, 32 * 2**20
 #: the sizes tried when reading the threshold grow by this factor (the reading is this close)
 _STEP = 1.25
 _IS_MMAPPED = 0x2  # in the size word before a block: glibc's chunk header
+#: the most blocks a reading takes before it gives up (free chunks inside a fragmented heap)
+_MOST_PROBES = 256
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,16 @@ class Allocator:
 
     def to_dict(self) -> dict:
         return {"mmap_threshold": self.mmap_threshold, "trim_threshold": self.trim_threshold}
+
+
+class _MallInfo(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_int) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+                 "uordblks", "fordblks", "keepcost")]
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name, _ in _MallInfo._fields_]
 
 
 def _libc():
@@ -62,6 +74,9 @@ def _libc():
     libc.malloc.restype = ctypes.c_void_p
     libc.malloc.argtypes = [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
+    info = getattr(libc, "mallinfo2", None) or libc.mallinfo  # mallinfo2: glibc 2.33 on
+    info.restype = _MallInfo2 if info is getattr(libc, "mallinfo2", None) else _MallInfo
+    libc.heap_info = info
     return libc
 
 
@@ -77,30 +92,41 @@ def available() -> bool:
     return _LIBC is not None
 
 
-def _mapped(size: int) -> bool:
-    """Whether a block of ``size`` bytes is served by ``mmap`` now (freeing it may raise the
-    threshold to ``size``: the reading ends at the first mapped size)."""
-    p = _LIBC.malloc(size)
-    if not p:
-        raise MemoryError(size)
-    try:
-        return bool(ctypes.c_size_t.from_address(p - ctypes.sizeof(ctypes.c_size_t)).value
-                    & _IS_MMAPPED)
-    finally:
-        _LIBC.free(p)
+def _served_by_map(size: int, held: list[int]) -> bool:
+    """Whether a block of ``size`` bytes is served by ``mmap`` now. Blocks are taken (and held
+    in ``held``) until one is mapped or grows the heap: a free chunk inside the heap serves a
+    block of any size without either, and says nothing of the threshold."""
+    while len(held) < _MOST_PROBES:
+        grown = _LIBC.heap_info().arena
+        p = _LIBC.malloc(size)
+        if not p:
+            raise MemoryError(size)
+        held.append(p)
+        if ctypes.c_size_t.from_address(p - ctypes.sizeof(ctypes.c_size_t)).value & _IS_MMAPPED:
+            return True
+        if _LIBC.heap_info().arena > grown:
+            return False
+    raise MemoryError("the heap's free chunks did not run out")
 
 
 def program_allocator() -> Allocator | None:
     """Read the thresholds now, within :data:`_STEP` (call it when the program ends, before
-    anything else allocates). None off glibc."""
+    anything else allocates). None off glibc, or where the reading did not end."""
     if _LIBC is None:
         return None
-    # free memory at the heap's top would serve a block of any size without a map: given back
-    # first (the thresholds do not move), only the thresholds decide
+    # free memory at the heap's top would serve any block without a map: given back first
+    # (the thresholds do not move)
     _LIBC.malloc_trim(0)
+    held: list[int] = []
     size = _START
-    while size < _MOST and not _mapped(size):
-        size = int(size * _STEP) // 4096 * 4096
+    try:
+        while size < _MOST and not _served_by_map(size, held):
+            size = int(size * _STEP) // 4096 * 4096
+    except MemoryError:
+        return None
+    finally:
+        for p in held:  # the one mapped block, freed, raises the threshold to its size
+            _LIBC.free(p)
     size = min(size, _MOST)
     # glibc raises the trim threshold with the mmap threshold, to twice it
     return Allocator(size, _START if size == _START else 2 * size)

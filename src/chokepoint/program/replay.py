@@ -33,7 +33,7 @@ from ..measure import statements as _statements
 from . import heap
 from .record import LineStat, user_file
 
-__all__ = ["GROWERS", "Replay", "ReplayError", "faults_under", "grown_name",
+__all__ = ["GROWERS", "Replay", "ReplayError", "grown_name",
            "is_simple_name_assign", "prepare", "run_once", "side_effect", "timed_under",
            "writes_apart"]
 
@@ -391,13 +391,15 @@ def _calibrate(fn: Callable[[], object], restore: Callable[[], None], mutates: b
 def timed_under(fn: Callable[[], object],
                 settings: list[Callable[[], contextlib.AbstractContextManager]], *,
                 restore: Callable[[], None] = lambda: None, mutates: bool = False,
-                samples: int = 7, target_s: float = 0.004) -> list[list[float]]:
+                samples: int = 7, target_s: float = 0.004,
+                faults: list[list[float]] | None = None) -> list[list[float]]:
     """Seconds per call of ``fn`` under each setting (a context manager factory entered
     around its calls: the allocator, the BLAS threads), ``samples`` each, the settings
     alternating (forward, then backward, ...), each sample the mean of enough calls to last
     ``target_s``. A statement that changes its inputs is timed one call per sample, restored
     before each call outside the timed region. The first setting is usually
-    ``contextlib.nullcontext``: the statement as written."""
+    ``contextlib.nullcontext``: the statement as written. ``faults``, when given, receives
+    each setting's page faults per call, a sample each (read around a sample's calls)."""
     for setting in settings[1:]:  # warm-up under each change (the statement as written was
         restore()                   # warmed by its traced run, and calibrates below)
         with setting():
@@ -406,6 +408,8 @@ def timed_under(fn: Callable[[], object],
     if loops == 1:  # slow calls: fewer samples (a 100 ms product is steady within 3)
         samples = min(samples, 5 if one < 0.03 else 3 if one < 0.25 else 2)
     times: list[list[float]] = [[] for _ in settings]
+    if faults is not None:
+        faults[:] = [[] for _ in settings]
     order = list(range(len(settings)))
     gc_was = gc.isenabled()
     gc.disable()
@@ -418,33 +422,19 @@ def timed_under(fn: Callable[[], object],
                         restore()
                         fn()
                     total = 0.0
+                    faulted = heap.faults() if faults is not None else 0
                     for _ in range(loops):
                         restore()
                         start = time.perf_counter()
                         fn()
                         total += time.perf_counter() - start
+                    if faults is not None:
+                        faults[k].append((heap.faults() - faulted) / loops)
                 times[k].append(total / loops)
     finally:
         if gc_was:
             gc.enable()
     return times
-
-
-def faults_under(fn: Callable[[], object],
-                 setting: Callable[[], contextlib.AbstractContextManager], *,
-                 restore: Callable[[], None] = lambda: None, runs: int = 3) -> float:
-    """Minor page faults per call of ``fn`` under ``setting``: the mean of ``runs`` calls after
-    one that sets it up, each restored first outside the count."""
-    with setting():
-        restore()
-        fn()
-        total = 0
-        for _ in range(runs):
-            restore()
-            before = heap.faults()
-            fn()
-            total += heap.faults() - before
-    return total / runs
 
 
 def is_simple_name_assign(tree: ast.Module) -> str | None:
