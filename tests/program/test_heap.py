@@ -23,16 +23,21 @@ def _run(code: str) -> str:
 
 
 def test_the_thresholds_are_read_where_a_freed_block_raised_them():
+    # 16 MiB: mapped (glibc starts at 128 KiB, and a new process has no free chunk that large),
+    # then freed, which raises the threshold to its size
     out = _run("""\
         import numpy as np
         from chokepoint.program import heap
-        a = np.ones(2**20 // 8)  # 1 MiB: mapped (glibc starts at 128 KiB), then freed
+        before = heap._LIBC.heap_info().hblkhd
+        a = np.ones(2**24 // 8)
+        mapped = heap._LIBC.heap_info().hblkhd - before
         del a
         found = heap.program_allocator()
-        print(found.mmap_threshold, found.trim_threshold)
+        print(found.mmap_threshold, found.trim_threshold, mapped)
         """)
-    mmap, trim = map(int, out.split())
-    assert 2**20 <= mmap <= 1.25 * (2**20 + 4096) + 4096
+    mmap, trim, mapped = map(int, out.split())
+    assert mapped >= 2**24  # the premise: the block was mapped
+    assert 2**24 <= mmap <= 1.25 * (2**24 + 4096) + 4096
     assert trim == 2 * mmap
 
 
