@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from chokepoint.program import SCHEMA, profile, run_program
-from chokepoint.report.program import cause_evidence, json_ready
+from chokepoint.report.program import KEEP_FREED, cause_evidence, fresh_memory_text, json_ready
 
 
 def _program(tmp_path, source: str, name: str = "prog.py") -> str:
@@ -382,6 +382,17 @@ def test_each_cause_is_worded_from_its_numbers(cause, words):
     text = cause_evidence(cause)
     for w in words:
         assert w in text
+
+
+def test_the_programs_fresh_memory_is_said_from_a_tenth_of_its_run_with_the_cure():
+    allocator = {"mmap_threshold": 800_000, "trim_threshold": 1_600_000}
+    text = fresh_memory_text({"seconds": 0.776, "lines": 4, "allocator": allocator}, 1.4)
+    for words in ("776 ms (55% of the run) on 4 lines", "counted in the program",
+                  "from 0.8 MB", "more than 1.6 MB", "(out=)", KEEP_FREED):
+        assert words in text
+    assert fresh_memory_text({"seconds": 0.1, "lines": 1, "allocator": None}, 1.4) == ""
+    assert "glibc mapped" not in fresh_memory_text(
+        {"seconds": 0.5, "lines": 1, "allocator": None}, 1.0)
 
 
 def test_json_ready_turns_nan_and_infinities_into_null():

@@ -59,6 +59,8 @@ class ProgramReport:
     error: str | None = None  # the program's exception, formatted
     notes: list[str] = field(default_factory=list)
     roof: Roofline | None = field(default=None, repr=False)
+    #: glibc's thresholds as the program left them (:mod:`.heap`), None where unknown
+    allocator: dict | None = None
 
     @property
     def findings(self) -> list[dict]:
@@ -71,6 +73,15 @@ class ProgramReport:
                             **{k: v for k, v in cause.items() if k != "kind"}})
         out.sort(key=lambda f: f["share"], reverse=True)
         return out
+
+    @property
+    def fresh_memory(self) -> dict:
+        """The fresh-memory causes that rest on the page faults counted in the program: their
+        seconds together, on how many lines, and the thresholds the program ran under."""
+        causes = [c for line in self.lines for c in line.get("causes", [])
+                  if c["kind"] in ("allocation", "temporaries") and "program_faults" in c]
+        return {"seconds": sum(c["seconds"] for c in causes), "lines": len(causes),
+                "allocator": self.allocator}
 
     @property
     def unexplained_share(self) -> float:
@@ -99,7 +110,7 @@ class ProgramReport:
                 "machine": self.machine, "lines": self.lines, "loops": self.loops,
                 "headline": self.headline, "findings": self.findings,
                 "unexplained_share": self.unexplained_share, "error": self.error,
-                "notes": self.notes}
+                "notes": self.notes, "fresh_memory": self.fresh_memory}
 
     def text(self, width: int | None = None) -> str:
         from ..report.program import program_text
@@ -259,4 +270,5 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
     return ProgramReport(program=program, argv=argv, exit_status=exit_status, wall_s=wall_s,
                          recording_s=max(0.0, wall_s - lines_s), probing_s=time.perf_counter()
                          - start, machine=machine, lines=rows, loops=loops, error=error,
-                         notes=notes, roof=roof)
+                         notes=notes, roof=roof,
+                         allocator=recorder.allocator.to_dict() if recorder.allocator else None)

@@ -13,8 +13,8 @@ from .html import figure_html, page
 from .text import terminal_width
 from .words import visible
 
-__all__ = ["cause_evidence", "cause_suggestion", "grows_advice", "joins_text", "json_ready",
-           "program_html", "program_text"]
+__all__ = ["cause_evidence", "cause_suggestion", "fresh_memory_text", "grows_advice",
+           "joins_text", "json_ready", "program_html", "program_text"]
 
 #: lines shown in the text report's table (the rest collapsed into one row)
 SHOWN_LINES = 12
@@ -213,6 +213,32 @@ def _headline_lines(r) -> list[str]:
     return out
 
 
+#: the program's fresh-memory causes together are said as a program-wide finding from this
+#: share of its run
+FRESH_PROGRAM_SHARE = 0.1
+#: what keeps glibc from mapping and trimming (the largest mmap threshold it takes, and a trim
+#: threshold no program's free top reaches)
+KEEP_FREED = "MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296"
+
+
+def fresh_memory_text(fresh: dict, wall_s: float) -> str:
+    """The program-wide fresh-memory finding (``ProgramReport.fresh_memory``), or "" under
+    :data:`FRESH_PROGRAM_SHARE` of the run."""
+    if wall_s <= 0 or fresh["seconds"] < FRESH_PROGRAM_SHARE * wall_s:
+        return ""
+    where = ""
+    if fresh.get("allocator"):
+        a = fresh["allocator"]
+        where = (f" (glibc mapped blocks from {_mb(a['mmap_threshold'])} and gave back "
+                 f"more than {_mb(a['trim_threshold'])} free at its heap's top)")
+    lines = fresh["lines"]
+    return (f"fresh memory: {_ms(fresh['seconds'])} ({_pct(fresh['seconds'] / wall_s)} of the "
+            f"run) on {lines} line{'s' if lines > 1 else ''}, the page faults counted in the "
+            f"program{where}. Arrays allocated once and written into (out=) avoid it; so does "
+            f"running with {KEEP_FREED} (glibc then keeps freed memory for the next arrays, "
+            "and gives none back while the program runs)")
+
+
 def program_text(r, width: int | None = None) -> str:
     """The text report (what ``chokepoint run`` prints on stderr)."""
     width = width or terminal_width(120)
@@ -241,6 +267,10 @@ def program_text(r, width: int | None = None) -> str:
         out += ["", "measured causes (shares of the run):"]
         for f in findings[:8]:
             out.append(f"  {f['kind']:<15} {_pct(f['share']):>5}  {f['source']}")
+    fresh = fresh_memory_text(r.fresh_memory, r.wall_s)
+    if fresh:
+        out += ["", textwrap.fill(fresh, width, subsequent_indent="  ", break_on_hyphens=False,
+                                  break_long_words=False)]
     out.append(f"not explained: {_pct(r.unexplained_share)} of the run (no measured cause: "
                "time at the floor of lines not probed, Python in lines not replayed, the "
                "recording's own cost)")
@@ -387,7 +417,9 @@ def program_html(r) -> str:
             f"<h2>Lines, by recoverable time</h2><table><tr>{header}"
             f'<th class="text">code</th></tr>{"".join(rows)}</table>'
             f"<h2>Measured causes</h2>{causes or '<p>none</p>'}"
-            f"<p>Not explained: {_e(_pct(r.unexplained_share))} of the run.</p>"
+            + (f"<p>{_e(fresh)}</p>" if (fresh := fresh_memory_text(r.fresh_memory, r.wall_s))
+               else "")
+            + f"<p>Not explained: {_e(_pct(r.unexplained_share))} of the run.</p>"
             f"<h2>Source</h2>{_source_blocks(r)}"
             f"<h2>Roofline</h2>{_roofline(r)}"
             + (f"<h2>The program raised</h2><pre>{_e(r.error)}</pre>" if r.error else ""))
