@@ -257,6 +257,27 @@ def test_a_loop_whose_heap_is_trimmed_each_time_gets_fresh_memory_from_its_own_f
     assert fresh[0]["seconds"] > 0.1 * top["time_s"]
 
 
+def test_a_loop_of_untraced_calls_on_small_arrays_is_per_call_overhead(tmp_path):
+    # multivariate_normal (a generator's method: not traced) on a 4-vector, 40-60 us a call:
+    # fixed cost, where one call with size= draws them all; a draw of 200,000 values a call is
+    # work, not overhead
+    path = _program(tmp_path, """\
+        import numpy as np
+        rng = np.random.default_rng(0)
+        Q = 0.01 * np.eye(4)
+        x = np.zeros((2000, 4))
+        for t in range(1, 2000):
+            x[t] = 0.9 * x[t - 1] + rng.multivariate_normal(np.zeros(4), Q)
+        for _ in range(40):
+            y = rng.standard_normal(200_000)
+        """)
+    lines = {line["source"].rsplit(":", 1)[1]: line for line in _lines_of_a_fresh_run(path)}
+    small = lines["6"]
+    assert small["cause"] == "overhead", small["causes"]
+    assert small["causes"][0]["opaque_s"] > 0.5 * small["causes"][0]["per_hit_s"]
+    assert not any(c.get("opaque_s") for c in lines["8"]["causes"]), lines["8"]["causes"]
+
+
 def test_the_program_runs_without_numba_or_the_analysis_imported(tmp_path, cached_roof):
     # their imports move glibc's thresholds (numba's halved a Jacobi loop's page faults)
     path = _program(tmp_path, """\
@@ -349,6 +370,10 @@ def test_the_cli_returns_the_programs_status_and_refuses_a_missing_file(tmp_path
     ({"kind": "overhead", "seconds": 0.1, "hits": 1000, "per_hit_s": 2e-6,
       "run_per_hit_s": 3e-6, "overhead_s": 1.8e-6, "calls": 2, "call_s": 4e-7,
       "work_s": 2e-7}, ["1000 runs at 3 us", "2 NumPy call(s)"]),
+    ({"kind": "overhead", "seconds": 0.45, "hits": 3999, "per_hit_s": 6.86e-5,
+      "run_per_hit_s": 1.13e-4, "overhead_s": 6.86e-5, "calls": 4, "call_s": 4e-7,
+      "work_s": 0.0, "opaque_s": 6.63e-5},
+     ["3999 runs at 113 us", "4 NumPy call(s)", "66.3 us in calls chokepoint does not trace"]),
     ({"kind": "blas-threads", "seconds": 0.05, "hits": 1, "threads": 8,
       "all_threads_s": 0.069, "one_thread_s": 0.0116, "load": 1.2},
      ["8 BLAS threads", "11.6 ms with one", "busy"]),

@@ -137,6 +137,22 @@ def _no_restore() -> None:
     """The restore of a statement that leaves the same values when run again: nothing."""
 
 
+def _small_data(tree: ast.AST, ns: dict, result: object) -> bool:
+    """Whether a statement whose traced operations are all small works on small arrays only:
+    its value, and every array it passes whole to a call (a name among a call's arguments), at
+    most :data:`SMALL_CALL_BYTES` (an untraced call's value that a traced operation used was
+    seen there). Arrays it only indexes (``truth[t - 1]``) are read a piece at a time."""
+    if isinstance(result, np.ndarray) and result.nbytes > SMALL_CALL_BYTES:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                value = ns.get(arg.id) if isinstance(arg, ast.Name) else None
+                if isinstance(value, np.ndarray) and value.nbytes > SMALL_CALL_BYTES:
+                    return False
+    return True
+
+
 def _syntax_steps(tree: ast.AST) -> int:
     """Calls, subscripts, attribute reads and operators in a statement: the steps the
     interpreter takes besides the NumPy calls themselves."""
@@ -430,10 +446,14 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     views = sum(1 for op in tr.ops if op.is_view)
     steps = max(0, _syntax_steps(st.tree) - len(timed) - views)
     interpreter = min(max(0.0, replay_s - ops_s), views * view_s + (steps + 1) * step_s)
-    overhead = min(replay_s, per_call + interpreter)
+    # calls the tracer does not see (a random generator's method, a compiled library's
+    # function) on small arrays only: what they took is their fixed cost, not work
+    opaque = (max(0.0, replay_s - ops_s - interpreter)
+              if len(small) == len(timed) and _small_data(st.tree, ns, tr.result) else 0.0)
+    overhead = min(replay_s, per_call + interpreter + opaque)
     numbers = {"hits": stat.hits, "calls": len(timed), "small_calls": len(small),
                "call_s": cost, "per_hit_s": replay_s, "work_s": max(0.0, replay_s - overhead),
-               "overhead_s": overhead,
+               "overhead_s": overhead, "opaque_s": opaque,
                "loop": f"{st.filename}:{stat.statement.loop}" if stat.statement.loop else None}
     # as a share of the replay, applied to the line's time in the run: the same calls cost
     # more there (other lines between them evict the interpreter's caches) but are no more

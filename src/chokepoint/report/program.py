@@ -92,11 +92,13 @@ def cause_evidence(cause: dict) -> str:
         if cause.get("header"):
             return (f"the interpreter's work of looping: {hits} iterations, "
                     f"{_ms(cause['seconds'] / max(hits, 1))} each")
+        opaque = (f", and {_ms(cause['opaque_s'])} in calls chokepoint does not trace, on small "
+                  "arrays only" if cause.get("opaque_s") else "")
         return (f"{_runs(hits)} at {_ms(cause.get('run_per_hit_s', cause['per_hit_s']))} each "
                 f"({_ms(cause['per_hit_s'])} replayed), of which "
                 f"{_ms(cause['overhead_s'])} is interpreter and per-call overhead "
                 f"({cause['calls']} NumPy call(s) at about {_ms(cause['call_s'])} fixed cost "
-                f"each here) and {_ms(cause['work_s'])} the arrays' own work")
+                f"each here{opaque}) and {_ms(cause['work_s'])} the arrays' own work")
     return cause.get("evidence", "")
 
 
