@@ -260,7 +260,7 @@ def test_a_loop_whose_heap_is_trimmed_each_time_gets_fresh_memory_from_its_own_f
 def test_a_loop_of_untraced_calls_on_small_arrays_is_per_call_overhead(tmp_path):
     # multivariate_normal (a generator's method: not traced) on a 4-vector, 40-60 us a call:
     # fixed cost, where one call with size= draws them all; a draw of 200,000 values a call is
-    # work, not overhead
+    # work, not overhead, and so is one of 500,000 whose mean is taken
     path = _program(tmp_path, """\
         import numpy as np
         rng = np.random.default_rng(0)
@@ -270,12 +270,15 @@ def test_a_loop_of_untraced_calls_on_small_arrays_is_per_call_overhead(tmp_path)
             x[t] = 0.9 * x[t - 1] + rng.multivariate_normal(np.zeros(4), Q)
         for _ in range(40):
             y = rng.standard_normal(200_000)
+        for _ in range(20):
+            m = rng.standard_normal(500_000).mean()
         """)
     lines = {line["source"].rsplit(":", 1)[1]: line for line in _lines_of_a_fresh_run(path)}
     small = lines["6"]
     assert small["cause"] == "overhead", small["causes"]
     assert small["causes"][0]["opaque_s"] > 0.5 * small["causes"][0]["per_hit_s"]
-    assert not any(c.get("opaque_s") for c in lines["8"]["causes"]), lines["8"]["causes"]
+    for work in ("8", "10"):  # its value, or what tracing it allocated, is large
+        assert not any(c.get("opaque_s") for c in lines[work]["causes"]), lines[work]
 
 
 def test_the_program_runs_without_numba_or_the_analysis_imported(tmp_path, cached_roof):

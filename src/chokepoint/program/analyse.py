@@ -75,6 +75,11 @@ PROBED_SHARE = 0.1
 #: a NumPy call moving at most this many bytes is all fixed cost (its work is a few hundred
 #: elements: nanoseconds against the microsecond of dispatch)
 SMALL_CALL_BYTES = 8 * 1024
+#: an untraced call on small data counts as fixed cost only where tracing the line allocated
+#: at most this much (the tracer's own objects take 40-55 KiB; a draw of 10**6 values, 8 MB)
+OPAQUE_NEW_BYTES = 64 * 2**10
+#: and at most this long a call: a longer one is work whatever its arrays' size
+OPAQUE_CALL_S = 200e-6
 
 
 @dataclass
@@ -137,18 +142,56 @@ def _no_restore() -> None:
     """The restore of a statement that leaves the same values when run again: nothing."""
 
 
+def _small(value: object) -> bool:
+    """Whether ``value`` holds at most :data:`SMALL_CALL_BYTES` of data (an array, anything
+    with ``nbytes``, a list, tuple or dict of such; scalars and strings count nothing)."""
+    if isinstance(value, (list, tuple, dict)):
+        items = list(value.values() if isinstance(value, dict) else value)
+        return len(items) <= SMALL_CALL_BYTES // 8 and sum(
+            getattr(v, "nbytes", 8) for v in items) <= SMALL_CALL_BYTES and all(
+            _small(v) for v in items if isinstance(v, (list, tuple, dict)))
+    return getattr(value, "nbytes", 0) <= SMALL_CALL_BYTES
+
+
+def _argument(node: ast.expr, ns: dict) -> tuple[bool, object]:
+    """``(known, value)`` of a call's argument read from ``ns`` without running anything: a
+    name, an attribute chain on one, a starred one, a list or tuple of such, a constant."""
+    if isinstance(node, ast.Starred):
+        return _argument(node.value, ns)
+    if isinstance(node, ast.Constant):
+        return True, node.value
+    if isinstance(node, ast.Name):
+        return node.id in ns, ns.get(node.id)
+    if isinstance(node, ast.Attribute):
+        known, base = _argument(node.value, ns)
+        if known and not callable(base):
+            try:
+                return True, object.__getattribute__(base, node.attr)
+            except AttributeError:
+                return False, None
+        return False, None
+    if isinstance(node, (ast.List, ast.Tuple)):
+        found = [_argument(e, ns) for e in node.elts]
+        return all(k for k, _ in found), [v for _, v in found]
+    return False, None
+
+
 def _small_data(tree: ast.AST, ns: dict, result: object) -> bool:
-    """Whether a statement whose traced operations are all small works on small arrays only:
-    its value, and every array it passes whole to a call (a name among a call's arguments), at
-    most :data:`SMALL_CALL_BYTES` (an untraced call's value that a traced operation used was
-    seen there). Arrays it only indexes (``truth[t - 1]``) are read a piece at a time."""
-    if isinstance(result, np.ndarray) and result.nbytes > SMALL_CALL_BYTES:
+    """Whether a statement whose traced operations are all small works on small data only:
+    its value, and every argument of its calls that is not itself a call or an operation
+    (those were traced, or are untraced calls judged by their own arguments), readable
+    without running anything and of at most :data:`SMALL_CALL_BYTES`. Arrays it only indexes
+    with an operator (``F @ truth[t - 1]``) are read a piece at a time; one it passes to a
+    call as ``d['X']`` is not known, and is not small."""
+    if not _small(result):
         return False
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             for arg in [*node.args, *(k.value for k in node.keywords)]:
-                value = ns.get(arg.id) if isinstance(arg, ast.Name) else None
-                if isinstance(value, np.ndarray) and value.nbytes > SMALL_CALL_BYTES:
+                if isinstance(arg, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Compare)):
+                    continue
+                known, value = _argument(arg, ns)
+                if not known or not _small(value):
                     return False
     return True
 
@@ -232,7 +275,9 @@ def _fresh_memory(times: list[list[float]], faults: list[list[float]], variants:
     if saved <= 0.0:
         ruled.append({"kind": kind, **numbers})
         return 0.0
-    causes.append(Cause(kind, ledger.take(saved * stat.hits), numbers))
+    taken = ledger.take(saved * stat.hits)
+    numbers["faults_s"] = taken  # this cause's seconds from the faults, whatever joins it
+    causes.append(Cause(kind, taken, numbers))
     return saved
 
 
@@ -448,8 +493,11 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     interpreter = min(max(0.0, replay_s - ops_s), views * view_s + (steps + 1) * step_s)
     # calls the tracer does not see (a random generator's method, a compiled library's
     # function) on small arrays only: what they took is their fixed cost, not work
-    opaque = (max(0.0, replay_s - ops_s - interpreter)
-              if len(small) == len(timed) and _small_data(st.tree, ns, tr.result) else 0.0)
+    opaque = 0.0
+    if (timed and len(small) == len(timed) and not replay.arguments
+            and peak[0] <= OPAQUE_NEW_BYTES and _small_data(st.tree, ns, tr.result)):
+        calls = sum(isinstance(node, ast.Call) for node in ast.walk(st.tree))
+        opaque = min(max(0.0, replay_s - ops_s - interpreter), calls * OPAQUE_CALL_S)
     overhead = min(replay_s, per_call + interpreter + opaque)
     numbers = {"hits": stat.hits, "calls": len(timed), "small_calls": len(small),
                "call_s": cost, "per_hit_s": replay_s, "work_s": max(0.0, replay_s - overhead),

@@ -105,6 +105,8 @@ class Replay:
     base: dict  # the frame's globals, shallow (functions, modules)
     mutates: bool
     notes: list[str] = field(default_factory=list)
+    #: what is replayed is the arguments the line computes, not the line (``print(E)``)
+    arguments: bool = False
 
     def namespace(self) -> dict:
         """A fresh namespace: copies of the captured values over the frame's globals."""
@@ -355,7 +357,8 @@ def prepare(stat: LineStat, include: tuple[str, ...] = ()) -> Replay:
         notes.append(f"replayed on the values at the end of the run: the program changed "
                      f"{', '.join(changed)} after this line first ran")
     # the captured values are read, never written: every namespace gets copies of them
-    return Replay(statement, dict(capture.values), capture.globals, stat.mutates, notes)
+    return Replay(statement, dict(capture.values), capture.globals, stat.mutates, notes,
+                  arguments=refused is not None)
 
 
 def run_once(replay: Replay) -> tuple[dict, object]:

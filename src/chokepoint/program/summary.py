@@ -79,8 +79,8 @@ class ProgramReport:
         """The fresh-memory causes that rest on the page faults counted in the program: their
         seconds together, on how many lines, and the thresholds the program ran under."""
         causes = [c for line in self.lines for c in line.get("causes", [])
-                  if c["kind"] in ("allocation", "temporaries") and "program_faults" in c]
-        return {"seconds": sum(c["seconds"] for c in causes), "lines": len(causes),
+                  if c["kind"] in ("allocation", "temporaries") and "faults_s" in c]
+        return {"seconds": sum(c["faults_s"] for c in causes), "lines": len(causes),
                 "allocator": self.allocator}
 
     @property

@@ -62,7 +62,8 @@ def cause_evidence(cause: dict) -> str:
                 f"array on fresh pages ({cause['fresh_faults']:.0f} faults) it took "
                 f"{_ms(cause['fresh_s'])}, with freed memory reused "
                 f"({cause['reused_faults']:.0f}) {_ms(cause['reused_s'])}: "
-                f"{_ms(cause['fault_s'])} a fault, {_ms(cause['seconds'])} in all{per}")
+                f"{_ms(cause['fault_s'])} a fault, "
+                f"{_ms(cause.get('faults_s', cause['seconds']))} in all{per}")
         elif "reused_s" in cause:
             what = ("its temporaries and result" if kind == "temporaries" and
                     cause.get("temporaries_bytes") else "its new arrays")
@@ -92,8 +93,8 @@ def cause_evidence(cause: dict) -> str:
         if cause.get("header"):
             return (f"the interpreter's work of looping: {hits} iterations, "
                     f"{_ms(cause['seconds'] / max(hits, 1))} each")
-        opaque = (f", and {_ms(cause['opaque_s'])} in calls chokepoint does not trace, on small "
-                  "arrays only" if cause.get("opaque_s") else "")
+        opaque = (f", and {_ms(cause['opaque_s'])} in calls chokepoint does not trace, whose "
+                  "arguments and value are small" if cause.get("opaque_s") else "")
         return (f"{_runs(hits)} at {_ms(cause.get('run_per_hit_s', cause['per_hit_s']))} each "
                 f"({_ms(cause['per_hit_s'])} replayed), of which "
                 f"{_ms(cause['overhead_s'])} is interpreter and per-call overhead "
@@ -218,9 +219,9 @@ def _headline_lines(r) -> list[str]:
 #: the program's fresh-memory causes together are said as a program-wide finding from this
 #: share of its run
 FRESH_PROGRAM_SHARE = 0.1
-#: what keeps glibc from mapping and trimming (the largest mmap threshold it takes, and a trim
-#: threshold no program's free top reaches)
-KEEP_FREED = "MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=4294967296"
+#: what keeps glibc from mapping and trimming, as the replays with memory reused did (no block
+#: mapped, and a trim threshold no program's free top reaches)
+KEEP_FREED = "MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=4294967296"
 
 
 def fresh_memory_text(fresh: dict, wall_s: float) -> str:
@@ -231,14 +232,15 @@ def fresh_memory_text(fresh: dict, wall_s: float) -> str:
     where = ""
     if fresh.get("allocator"):
         a = fresh["allocator"]
-        where = (f" (glibc mapped blocks from {_mb(a['mmap_threshold'])} and gave back "
-                 f"more than {_mb(a['trim_threshold'])} free at its heap's top)")
+        where = (f" (at its end glibc mapped blocks from {_mb(a['mmap_threshold'])} and gave "
+                 f"back more than {_mb(a['trim_threshold'])} free at its heap's top)")
     lines = fresh["lines"]
     return (f"fresh memory: {_ms(fresh['seconds'])} ({_pct(fresh['seconds'] / wall_s)} of the "
-            f"run) on {lines} line{'s' if lines > 1 else ''}, the page faults counted in the "
-            f"program{where}. Arrays allocated once and written into (out=) avoid it; so does "
-            f"running with {KEEP_FREED} (glibc then keeps freed memory for the next arrays, "
-            "and gives none back while the program runs)")
+            f"run) on {lines} line{'s' if lines > 1 else ''}, their page faults counted in the "
+            f"program{where}, priced on their replays with freed memory reused. Arrays "
+            f"allocated once and written into (out=) should avoid it; so should running with "
+            f"{KEEP_FREED}, which keeps freed memory for the next arrays as those replays did "
+            "(none is then given back to the system while the program runs)")
 
 
 def program_text(r, width: int | None = None) -> str:
