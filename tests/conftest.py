@@ -14,6 +14,24 @@ from chokepoint.measure.roofline import Roofline
 
 roofline_module = importlib.import_module("chokepoint.measure.roofline")
 
+#: the environment as the session began (after the setting above)
+_ENVIRON = dict(os.environ)
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Each test leaves the environment as it found it. dask.distributed's cluster sets
+    ``MALLOC_TRIM_THRESHOLD_=65536`` and ``OMP/OPENBLAS/MKL_NUM_THREADS=1`` in the test process's
+    own environment: every later subprocess inherited them (glibc's thresholds fixed, so a
+    program's fresh memory behaved as in no user's run, and BLAS on one thread)."""
+    yield
+    for key in set(os.environ) - set(_ENVIRON):
+        if not key.startswith("PYTEST_"):  # pytest's own, which it removes itself
+            del os.environ[key]
+    for key, value in _ENVIRON.items():
+        if os.environ.get(key) != value:
+            os.environ[key] = value
+
 
 def small_roof() -> Roofline:
     """A fixed roofline, so that tests do not spend 10 s measuring the machine."""
