@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import inspect
 import math
 import os
 import time
@@ -164,12 +165,13 @@ def _argument(node: ast.expr, ns: dict) -> tuple[bool, object]:
         return node.id in ns, ns.get(node.id)
     if isinstance(node, ast.Attribute):
         known, base = _argument(node.value, ns)
-        if known and not callable(base):
-            try:
-                return True, object.__getattribute__(base, node.attr)
-            except AttributeError:
-                return False, None
-        return False, None
+        if not known:
+            return False, None
+        try:  # as stored: a property or another descriptor would run code, and is not known
+            value = inspect.getattr_static(base, node.attr)
+        except AttributeError:
+            return False, None
+        return not hasattr(type(value), "__get__"), value
     if isinstance(node, (ast.List, ast.Tuple)):
         found = [_argument(e, ns) for e in node.elts]
         return all(k for k, _ in found), [v for _, v in found]
