@@ -93,6 +93,7 @@ typedef struct {
 } Hook;
 
 static PyObject *s_call, *s_line, *s_return, *s_exception; /* the events' names */
+static PyObject *s_f_trace; /* the frame attribute set at each call of the user's code */
 
 /* the clock of time.perf_counter_ns(): the Python hook reads it too */
 static inline long long
@@ -299,7 +300,7 @@ user_call(Hook *self, PyFrameObject *frame, PyCodeObject *code, long long now)
     /* f_trace: what sys.settrace does with _global's result (where code restores the C hook
      * from sys.gettrace(), sys.settrace calls it for this frame's events) */
     int failed = PyList_Append(self->stack, entry) < 0
-                 || PyObject_SetAttrString((PyObject *)frame, "f_trace", (PyObject *)self) < 0;
+                 || PyObject_SetAttr((PyObject *)frame, s_f_trace, (PyObject *)self) < 0;
     Py_DECREF(entry);
     return failed ? -1 : 1;
 }
@@ -560,7 +561,8 @@ PyInit__linetrace(void)
     if ((s_call = PyUnicode_InternFromString("call")) == NULL
         || (s_line = PyUnicode_InternFromString("line")) == NULL
         || (s_return = PyUnicode_InternFromString("return")) == NULL
-        || (s_exception = PyUnicode_InternFromString("exception")) == NULL)
+        || (s_exception = PyUnicode_InternFromString("exception")) == NULL
+        || (s_f_trace = PyUnicode_InternFromString("f_trace")) == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
