@@ -134,6 +134,17 @@ close_window(Hook *self, int count)
     Py_CLEAR(self->fault_stat);
 }
 
+/* ``now``, or where a window was open, the clock read again after its faults were counted:
+ * the count's read lands in the statement it ends */
+static inline long long
+window_ended(Hook *self, long long now)
+{
+    if (self->fault_stat == NULL)
+        return now;
+    close_window(self, 1);
+    return now_ns();
+}
+
 /* entry[i] = value, a new int */
 static int
 replace(PyObject *entry, Py_ssize_t i, long long value)
@@ -175,10 +186,8 @@ common_line(Hook *self, PyObject *top, PyFrameObject *frame, long long now)
     Counts *next = (Counts *)new;
     if (starts && !comprehension && (next->hits == 0 || next->state == 0 || next->state == 2))
         return 0; /* its first execution, or a capture to take */
-    if (starts && self->fault_stat != NULL) {
-        close_window(self, 1); /* its read lands in the statement it ends */
-        now = now_ns();
-    }
+    if (starts)
+        now = window_ended(self, now);
     if (stat != Py_None) {
         ((Counts *)stat)->ns += now - t0;
         ((Counts *)stat)->events += 1; /* this call began in the previous line's time */
@@ -374,20 +383,15 @@ trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
                 ((Counts *)stat)->library_lines += 1;
             return 0;
         }
-        if (what != PyTrace_LINE && self->fault_stat != NULL) {
-            close_window(self, 1); /* a line of the same statement leaves it open */
-            now = now_ns();
-        }
+        if (what != PyTrace_LINE) /* a line of the same statement leaves it open */
+            now = window_ended(self, now);
         int done = what == PyTrace_LINE     ? common_line(self, top, frame, now)
                    : what == PyTrace_RETURN ? user_return(self, top, now)
                                             : 0;
         if (done < 0)
             failed = 1;
         else if (!done) {
-            if (self->fault_stat != NULL) {
-                close_window(self, 1);
-                now = now_ns();
-            }
+            now = window_ended(self, now);
             PyObject *event = what == PyTrace_LINE ? s_line
                               : what == PyTrace_RETURN ? s_return : s_exception;
             failed = call_python(self->local, frame, event, arg, now, NULL);
