@@ -5,7 +5,15 @@ import ast
 import numpy as np
 import pytest
 
-from chokepoint.explain.lines import LineCapture, _check, _patterns, _summed, _top_k
+from chokepoint.explain.lines import (
+    LineCapture,
+    _check,
+    _patterns,
+    _same_arrays,
+    _summed,
+    _top_k,
+    _unique,
+)
 
 
 def _node(code):
@@ -76,3 +84,49 @@ def test_a_count_whose_integer_is_used_as_numpys_is_not_a_pattern():
     assert not _patterns(ast.parse("n = mask.sum().item()"))
     assert not _patterns(ast.parse("n = np.sum(mask).astype(float)"))
     assert [p.original for p in _patterns(ast.parse("n = mask.sum() + 1"))] == ["mask.sum()"]
+
+
+@pytest.mark.parametrize("code, a, flags", [
+    ("np.unique(codes)", "codes", ()),
+    ("np.unique(df.store, return_counts=True)", "df.store", ("return_counts",)),
+    ("np.unique(x, return_counts=True, return_inverse=True)", "x",
+     ("return_inverse", "return_counts")),
+    ("np.unique(x, return_inverse=False)", "x", ()),
+])
+def test_a_unique_a_count_can_make_is_found(code, a, flags):
+    found = _unique(_node(code))
+    assert found is not None and (ast.unparse(found[0]), found[1]) == (a, flags)
+
+
+@pytest.mark.parametrize("code", ["np.unique(x, return_index=True)", "np.unique(x, axis=0)",
+                                  "np.unique(x, return_counts=flag)", "np.unique(x, y)",
+                                  "set(x)"])
+def test_a_unique_a_count_does_not_give_is_not(code):
+    assert _unique(_node(code)) is None
+
+
+@pytest.mark.parametrize("code, values", [
+    ("u = np.unique(F)", "floats"),
+    ("u = np.unique(N)", "negative"),
+    ("u = np.unique(W)", "a range wider than the array"),
+    ("u = np.unique(f())", "a call: the proposal would make it twice"),
+    ("u = [np.unique(C) for _ in range(2)]", "not hoisted out of a loop"),
+])
+def test_a_unique_that_cannot_be_counted_is_left_alone(code, values):
+    # each refused before anything is timed
+    rng = np.random.default_rng(0)
+    c = rng.integers(0, 50, 1000)
+    env = {"np": np, "C": c, "F": c.astype(float), "N": c - 5, "W": c * 10**6,
+           "f": lambda: c}
+    patterns = [p for p in _patterns(ast.parse(code)) if p.unique is not None]
+    assert patterns, values
+    capture = LineCapture("f.py", 1, code, patterns, env)
+    assert all(_check(capture, p, min_time=0.001) is None for p in patterns), values
+
+
+def test_results_agree_only_with_the_same_values_shapes_and_dtypes():
+    a = np.arange(4)
+    assert _same_arrays((a, a), (a.copy(), a.copy())) == "same values"
+    assert _same_arrays(a, a.astype(np.int32)) is None
+    assert _same_arrays((a,), (a, a)) is None
+    assert _same_arrays(a, a.reshape(2, 2)) is None

@@ -519,6 +519,23 @@ def test_a_count_written_as_a_boolean_sum_gets_count_nonzero(tmp_path, roof):
     assert line["rewrite"]["values"] == "same values" and line["rewrite"]["speedup"] > 2
 
 
+def test_the_unique_values_of_small_integers_are_counted_not_sorted(tmp_path, roof):
+    # a sort of 400,000 category codes for their 3000 values and each one's index: counting
+    # them is one pass (38x on an AMD EPYC)
+    path = _program(tmp_path, """\
+        import numpy as np
+        product = np.random.default_rng(0).integers(0, 3000, 400_000)
+        uniq, inv = np.unique(product, return_inverse=True)
+        """)
+    report = run_program(path, roof=roof, budget_s=20)
+    line = next(r for r in report.to_dict()["lines"] if r["source"].endswith("prog.py:3"))
+    assert line["rewrite"] is not None, line
+    assert line["rewrite"]["code"] == (
+        "counts = np.bincount(product)\n"
+        "uniq, inv = (np.flatnonzero(counts), (np.cumsum(counts > 0) - 1)[product])")
+    assert line["rewrite"]["values"] == "same values" and line["rewrite"]["speedup"] > 3
+
+
 def test_the_first_k_of_a_whole_sort_get_a_partition(tmp_path, roof):
     # a sort of 6000 per row for its first 7: a partition is linear (3x on an AMD EPYC)
     path = _program(tmp_path, """\

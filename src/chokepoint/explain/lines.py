@@ -11,7 +11,9 @@ conventions differ), and timed against the code it replaces, side by side. ``b.s
 ``np.sum(b)`` of a boolean ``b`` are ``np.count_nonzero(b)``: NumPy converts each element to an
 integer to add it, count_nonzero counts bytes. ``np.argsort(a)[:, :k]`` sorts whole rows for
 their first ``k``: ``np.argpartition`` finds them in linear time, and a sort of those ``k``
-orders them.
+orders them. ``np.unique(a)`` sorts ``a``; where ``a`` holds non-negative integers of a range
+no larger than its size (category codes, labels), ``np.bincount`` counts them in one pass,
+and its nonzero counts are the unique values, their counts and (cumulated) the inverse.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class _Pattern:
     original: str = ""  # the user's code this pattern is
     count: bool = False  # ``b.sum()`` of a boolean array: np.count_nonzero(b)
     top: ast.Subscript | None = None  # ``np.argsort(a)[:, :k]``: the k smallest, partitioned
+    unique: ast.Call | None = None  # ``np.unique(a, ...)`` of small integers: counted
 
 
 @dataclass
@@ -120,6 +123,26 @@ def _top_k(node: ast.expr) -> tuple[ast.expr, ast.expr, ast.expr | None] | None:
     return a, last.upper, next((kw.value for kw in call.keywords), None)
 
 
+#: the keywords of ``np.unique`` a count gives, in the order of its results
+_UNIQUE_FLAGS = ("return_inverse", "return_counts")
+
+
+def _unique(node: ast.expr) -> tuple[ast.expr, tuple[str, ...]] | None:
+    """``(a, flags)`` of ``np.unique(a, return_inverse=True, return_counts=True)``: the flags
+    set to the constant True among :data:`_UNIQUE_FLAGS` (``return_index``, ``axis`` and the
+    like: not counted)."""
+    if not (isinstance(node, ast.Call) and _is_np(node.func, "unique") and len(node.args) == 1):
+        return None
+    flags = []
+    for kw in node.keywords:
+        if kw.arg not in _UNIQUE_FLAGS or not isinstance(kw.value, ast.Constant) \
+                or not isinstance(kw.value.value, bool):
+            return None
+        if kw.value.value:
+            flags.append(kw.arg)
+    return node.args[0], tuple(f for f in _UNIQUE_FLAGS if f in flags)
+
+
 def _patterns(tree: ast.AST) -> list[_Pattern]:
     found = []
     # a NumPy integer's attributes (b.sum().item(), .astype) are not a Python int's
@@ -129,6 +152,10 @@ def _patterns(tree: ast.AST) -> list[_Pattern]:
             # a whole sort for its first k: a partition finds them, a sort of k orders them
             operands = {"a": top[0], "k": top[1]} | ({"axis": top[2]} if top[2] else {})
             found.append(_Pattern("top", operands, original=ast.unparse(node), top=node))
+        elif (unique := _unique(node)) is not None:
+            # a sort to find values a count finds
+            found.append(_Pattern("unique", {"a": unique[0]}, original=ast.unparse(node),
+                                  unique=node))
         elif id(node) not in read_on and (summed := _summed(node)) is not None:
             # NumPy sums booleans by converting each to an integer; count_nonzero counts them
             found.append(_Pattern("b.sum()", {"b": summed}, original=ast.unparse(node),
@@ -268,6 +295,58 @@ def _hoistable(line: ast.Module, target: ast.AST) -> bool:
     return True
 
 
+def _free_name(capture_: LineCapture, line: ast.AST, name: str) -> str:
+    """``name``, or it with underscores before it, where the line and its scope do not use it."""
+    taken = set(capture_.env) | {n.id for n in ast.walk(line) if isinstance(n, ast.Name)}
+    while name in taken:
+        name = "_" + name
+    return name
+
+
+def _hoisted_rewrite(capture_: LineCapture, p: _Pattern, line: ast.Module, target: ast.expr,
+                     first: str, replacement: str, agree, min_time: float) -> dict | None:
+    """The user's ``target`` (``p.original``, in its one-statement ``line``) against a
+    statement ``first`` run before the line and ``replacement`` in its place: both run on the
+    user's values, ``agree(ours, theirs)`` says how their results agree (None: they do not),
+    then timed side by side. The proposal as a rewrite, where it measured faster."""
+    first_code = compile(first, "<pattern>", "exec")
+    replaced = compile(replacement, "<pattern>", "eval")
+    user, scope, user_scope = _compiled(target), {**capture_.env, "np": np}, dict(capture_.env)
+
+    def rewritten():
+        exec(first_code, scope)
+        return eval(replaced, scope)
+
+    def original():
+        return eval(user, user_scope)
+
+    try:
+        ours, theirs = rewritten(), original()
+        values = agree(ours, theirs)
+    except Exception:
+        return None
+    if values is None:
+        return None
+    before, after = measure_interleaved([original, rewritten], min_time=min_time, repeats=5)
+    if after.median * FASTER > before.median:
+        return None
+    second = ast.unparse(_Replace(target, ast.parse(replacement, mode="eval").body).visit(line))
+    return {"source": f"{capture_.filename}:{capture_.line}", "code": capture_.code,
+            "replaces": p.original, "statement": f"{first}\n{second}",
+            "original_s": before.median, "measured_s": after.median,
+            "speedup": before.median / after.median,
+            "note": "" if values == "same values" else
+                    "where values are equal, which of their indices comes first may differ",
+            "values": values}
+
+
+def _target(line: ast.Module, p: _Pattern) -> ast.expr | None:
+    """The pattern's node in the parsed line, where it runs once each time the line does."""
+    target = next((n for n in ast.walk(line) if isinstance(n, ast.expr)
+                   and ast.unparse(n) == p.original), None)
+    return target if target is not None and _hoistable(line, target) else None
+
+
 def _check_top(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
     """``np.argsort(a)[..., :k]`` against a partition and a sort of the ``k`` found: the same
     values of ``a`` at the indices, in the same order (which of equal values, may differ).
@@ -282,59 +361,83 @@ def _check_top(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | No
                       for n in ("a", "k", "axis"))
     except Exception:  # the user's code cannot be re-run here: skip it
         return None
-    target = next((n for n in ast.walk(line) if isinstance(n, ast.Subscript)
-                   and ast.unparse(n) == p.original), None)
+    target = _target(line, p)
     parts = p.top.slice.elts if isinstance(p.top.slice, ast.Tuple) else [p.top.slice]
-    if target is None or not _hoistable(line, target) or type(a) is not np.ndarray \
+    if target is None or type(a) is not np.ndarray \
             or a.ndim != len(parts) or not isinstance(k, (int, np.integer)) \
             or not isinstance(axis, (int, np.integer)) or axis % a.ndim != a.ndim - 1 \
             or not 0 < k < a.shape[-1] // 4:
         return None
     k = int(k)
-    taken = set(capture_.env) | {n.id for n in ast.walk(line) if isinstance(n, ast.Name)}
-    name = "part"
-    while name in taken:
-        name = "_" + name
+    name = _free_name(capture_, line, "part")
     a_code, k_code = ast.unparse(a_node), ast.unparse(k_node)
     kth = (str(k - 1) if isinstance(k_node, ast.Constant) else f"{k_code} - 1"
            if isinstance(k_node, ast.Name) else f"({k_code}) - 1")
     first = f"{name} = np.argpartition({a_code}, {kth}, axis=-1)[..., :{k_code}]"
-    ordered_code = (f"np.take_along_axis({name}, np.argsort(np.take_along_axis({a_code}, "
-                    f"{name}, axis=-1), axis=-1), axis=-1)")
-    # the proposal as written and the user's expression, checked and timed on the user's values
-    first_code, ordered = compile(first, "<pattern>", "exec"), compile(ordered_code, "<pattern>",
-                                                                       "eval")
-    user, scope, user_scope = _compiled(p.top), {**capture_.env, "np": np}, dict(capture_.env)
+    ordered = (f"np.take_along_axis({name}, np.argsort(np.take_along_axis({a_code}, "
+               f"{name}, axis=-1), axis=-1), axis=-1)")
 
-    def rewritten():
-        exec(first_code, scope)
-        return eval(ordered, scope)
+    def agree(ours, theirs) -> str | None:
+        if not (isinstance(ours, np.ndarray) and isinstance(theirs, np.ndarray)
+                and ours.shape == theirs.shape and np.array_equal(
+                    np.take_along_axis(a, ours, -1), np.take_along_axis(a, theirs, -1),
+                    equal_nan=a.dtype.kind in "fc")):
+            return None
+        return ("same values" if np.array_equal(ours, theirs) else
+                "the same values at the indices, in the same order")
 
-    def original():
-        return eval(user, user_scope)
+    return _hoisted_rewrite(capture_, p, line, target, first, ordered, agree, min_time)
 
+
+#: ``np.unique`` is counted where the largest value is below the array's size or this: the
+#: counts ``np.bincount`` makes are then no larger than the array, or small
+UNIQUE_RANGE = 1 << 16
+
+
+def _same_arrays(ours, theirs) -> str | None:
+    """"same values" where two results (arrays, or tuples of them) have equal values, shapes
+    and dtypes."""
+    ours, theirs = (x if isinstance(x, tuple) else (x,) for x in (ours, theirs))
+    same = len(ours) == len(theirs) and all(
+        isinstance(o, np.ndarray) and isinstance(t, np.ndarray) and o.dtype == t.dtype
+        and o.shape == t.shape and np.array_equal(o, t) for o, t in zip(ours, theirs, strict=True))
+    return "same values" if same else None
+
+
+def _check_unique(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    """``np.unique(a, ...)`` of non-negative integers in a range no larger than ``a`` against
+    ``np.bincount``: its nonzero counts are the unique values (in order) and their counts, and
+    their running count is each value's index among them (the inverse)."""
+    a_node = p.operands["a"]
+    if not (isinstance(a_node, (ast.Name, ast.Attribute, ast.Subscript)) and _plain(a_node)):
+        return None  # the proposal evaluates a twice: only names and views of them
     try:
-        ours, theirs = rewritten(), original()
-    except Exception:
+        line = ast.parse(capture_.code)
+        a = eval(_compiled(a_node), capture_.env)
+    except Exception:  # the user's code cannot be re-run here: skip it
         return None
-    if not (isinstance(ours, np.ndarray) and isinstance(theirs, np.ndarray)
-            and ours.shape == theirs.shape and np.array_equal(
-                np.take_along_axis(a, ours, -1), np.take_along_axis(a, theirs, -1),
-                equal_nan=a.dtype.kind in "fc")):
+    target = _target(line, p)
+    if target is None or type(a) is not np.ndarray or a.dtype.kind not in "iu" or a.size == 0 \
+            or a.dtype.itemsize > np.dtype(np.intp).itemsize:
         return None
-    before, after = measure_interleaved([original, rewritten], min_time=min_time, repeats=5)
-    if after.median * FASTER > before.median:
+    # the counts' size is the largest value: checked before anything is made that large
+    if a.min() < 0 or a.max() >= max(a.size, UNIQUE_RANGE):
         return None
-    second = ast.unparse(_Replace(target, ast.parse(ordered_code, mode="eval").body).visit(line))
-    same = np.array_equal(ours, theirs)
-    return {"source": f"{capture_.filename}:{capture_.line}", "code": capture_.code,
-            "replaces": p.original, "statement": f"{first}\n{second}",
-            "original_s": before.median, "measured_s": after.median,
-            "speedup": before.median / after.median,
-            "note": "" if same else "where values are equal, which of their indices comes first "
-                                    "may differ",
-            "values": "same values" if same else
-                      "the same values at the indices, in the same order"}
+    flags = _unique(p.unique)[1]
+    name = _free_name(capture_, line, "counts")
+    a_code = ast.unparse(a_node)
+    first = f"{name} = np.bincount({a_code}{'' if a.ndim == 1 else '.ravel()'})"
+    values = f"np.flatnonzero({name})"
+    if a.dtype != np.intp:
+        values += f".astype(np.{a.dtype.name})"
+    results = [values]
+    if "return_inverse" in flags:
+        results.append(f"(np.cumsum({name} > 0) - 1)[{a_code}]")
+    if "return_counts" in flags:
+        results.append(f"{name}[{name} > 0]")
+    replacement = results[0] if len(results) == 1 else f"({', '.join(results)})"
+    return _hoisted_rewrite(capture_, p, line, target, first, replacement, _same_arrays,
+                            min_time)
 
 
 def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
@@ -342,6 +445,8 @@ def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
         return _check_count(capture_, p, min_time)
     if p.top is not None:
         return _check_top(capture_, p, min_time)
+    if p.unique is not None:
+        return _check_unique(capture_, p, min_time)
     values = {}
     for name, node in p.operands.items():
         try:
