@@ -127,6 +127,43 @@ def test_the_first_execution_is_captured_and_an_in_place_update_recaptured_by_co
     assert (stat.capture.values["B"] >= 0).all()  # after the first run's update
 
 
+def test_a_line_whose_work_grows_is_captured_again_at_its_2nd_4th_8th_run(tmp_path):
+    # replayed on its first run's values, a line appending to an array in a loop took 20 us
+    # where its runs averaged 3 ms
+    path = _write(tmp_path, """\
+        import numpy as np
+        paths = np.ones((1000, 1))
+        for t in range(20):
+            paths = np.hstack([paths, paths[:, -1:] * 2])
+        """)
+    recorder, scope = _record(path)
+    stat = recorder.lines[(str(path), 4)]
+    assert stat.hits == 20 and not stat.capture.copied
+    assert stat.capture.hit == 16 and stat.capture.values["paths"].shape == (1000, 16)
+    # the earlier captures' arrays are no longer held, nor counted
+    assert recorder.held == sum(s.capture.nbytes for s in recorder.lines.values()
+                                if s.capture is not None)
+    assert [record.recaptured(n) for n in range(1, 10)] == [
+        False, True, False, True, False, False, False, True, False]
+
+
+def test_a_capture_taken_again_beyond_the_budget_keeps_the_earlier_one(tmp_path):
+    path = _write(tmp_path, """\
+        import numpy as np
+        a = np.ones(10_000)
+        for n in (20_000, 400_000):
+            a = np.concatenate([a, np.ones(n)])
+        """)
+    scope = {"__name__": "__main__"}
+    recorder = Recorder(budget_bytes=150_000, compiled=HOOK["compiled"])
+    recorder.start()
+    exec(compile(path.read_text(), str(path), "exec"), scope)
+    recorder.stop()
+    stat = recorder.lines[(str(path), 4)]
+    assert stat.capture.hit == 1 and stat.capture.values["a"].shape == (10_000,)
+    assert stat.state == 1 and not stat.over_budget
+
+
 def test_a_capture_beyond_the_budget_is_refused_and_says_so(tmp_path):
     path = _write(tmp_path, """\
         import numpy as np

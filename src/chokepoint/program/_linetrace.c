@@ -184,8 +184,11 @@ common_line(Hook *self, PyObject *top, PyFrameObject *frame, long long now)
     int comprehension = PyList_GET_ITEM(top, E_COMP) == Py_True;
     int starts = new != stat || lineno == raw;
     Counts *next = (Counts *)new;
-    if (starts && !comprehension && (next->hits == 0 || next->state == 0 || next->state == 2))
-        return 0; /* its first execution, or a capture to take */
+    /* its first execution, or a capture to take (again by reference at its 2nd, 4th, 8th...
+     * execution: record.recaptured) */
+    if (starts && !comprehension && (next->hits == 0 || next->state == 0 || next->state == 2
+                                     || (next->state == 1 && !((next->hits + 1) & next->hits))))
+        return 0;
     if (starts)
         now = window_ended(self, now);
     if (stat != Py_None) {
@@ -208,6 +211,24 @@ common_line(Hook *self, PyObject *top, PyFrameObject *frame, long long now)
     if (replace(top, E_RAW, lineno) < 0 || replace(top, E_T0, now) < 0)
         return -1;
     return 1;
+}
+
+/* a statement started by the Python hook (a capture taken again, a copy at its next run)
+ * has its page faults counted from here, as common_line counts them */
+static void
+opened_by_python(Hook *self, PyObject *top, PyObject *before, long long hits)
+{
+    PyObject *stat = PyList_GET_ITEM(top, E_STAT);
+    if (self->fault_stat != NULL || !PyObject_TypeCheck(stat, &CountsType)
+        || PyList_GET_ITEM(top, E_COMP) == Py_True)
+        return;
+    Counts *next = (Counts *)stat;
+    if ((stat == before && next->hits == hits) || next->hits < 2
+        || next->ns < FAULT_LINE_NS * (next->hits - 1))
+        return;
+    Py_INCREF(stat);
+    self->fault_stat = stat;
+    self->fault_start = faults_now();
 }
 
 /* hook(frame, event, arg, now), its result dropped; -1 where it raised. ``now``, the clock at
@@ -394,7 +415,16 @@ trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
             now = window_ended(self, now);
             PyObject *event = what == PyTrace_LINE ? s_line
                               : what == PyTrace_RETURN ? s_return : s_exception;
+            PyObject *before = PyList_GET_ITEM(top, E_STAT);
+            long long hits = PyObject_TypeCheck(before, &CountsType) ? ((Counts *)before)->hits
+                                                                     : -1;
+            Py_INCREF(before);
+            Py_INCREF(top);
             failed = call_python(self->local, frame, event, arg, now, NULL);
+            if (!failed && what == PyTrace_LINE && top == top_entry(self))
+                opened_by_python(self, top, before, hits);
+            Py_DECREF(top);
+            Py_DECREF(before);
         }
     }
     if (failed) {

@@ -15,8 +15,11 @@ At a statement's first execution the values it names are kept (:class:`Capture`)
 a copy of every array would cost as much as the program's own memory traffic. A fingerprint of
 each array is taken before and after that execution; a statement that changed what it read (an
 in-place update) is captured again, by copy, at its next execution, so that its replay starts
-from the values it saw. What was kept is bounded by a memory budget; a statement over it is not
-captured, and the report says so.
+from the values it saw. A capture by reference is taken again at the statement's 2nd, 4th,
+8th... execution (:func:`recaptured`), so that a line whose work grows over the run (an array
+appended to in a loop) is replayed on values from its second half, not its first run. What was
+kept is bounded by a memory budget; a statement over it is not captured, and the report says
+so.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from ..kernels import native
 from ..usercode import user_file
 
 __all__ = ["Capture", "Counts", "HookCosts", "LineStat", "Recorder", "SourceMap", "Statement",
-           "fingerprint", "hook_status", "user_file"]
+           "fingerprint", "hook_status", "recaptured", "user_file"]
 
 #: the code names of the frames a comprehension or generator expression runs in (Python 3.11)
 COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
@@ -198,6 +201,12 @@ def fingerprint(value: np.ndarray) -> np.ndarray:
         return value.copy()
     index = np.linspace(0, value.size - 1, SAMPLES).astype(np.intp)
     return np.asarray(value.flat[index]).copy()
+
+
+def recaptured(hits: int) -> bool:
+    """Whether a statement captured by reference is captured again at its ``hits``-th
+    execution: its 2nd, 4th, 8th... (the C hook asks the Python hook at the same counts)."""
+    return hits > 1 and not hits & (hits - 1)
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
@@ -504,7 +513,8 @@ class Recorder:
                     new.hits += 1
                     if new.hits == 1:
                         top[5] = (new.ns, _peak())
-                    if new.state == 0 or new.state == 2:
+                    if new.state == 0 or new.state == 2 or (
+                            new.state == 1 and recaptured(new.hits)):
                         top[4] = self._capture(frame, new)
             top[2] = lineno
         elif event == "return":
@@ -521,6 +531,15 @@ class Recorder:
     # -- captures -------------------------------------------------------------------------------
 
     def _capture(self, frame, stat: LineStat) -> Capture | None:
+        if stat.state == 1:  # captured before: again by reference, where it fits
+            if stat.capture is None or stat.capture.copied:
+                return None
+            return self._take(frame, stat, again=stat.capture)
+        return self._take(frame, stat)
+
+    def _take(self, frame, stat: LineStat, again: Capture | None = None) -> Capture | None:
+        """The values ``stat`` reads now, kept; ``again``: the capture they replace (kept
+        instead where the new one does not fit the budget)."""
         names = stat.statement.names
         if stat.statement.is_loop or stat.statement.kind in ("FunctionDef", "AsyncFunctionDef",
                                                               "ClassDef", "Import", "ImportFrom"):
@@ -528,6 +547,8 @@ class Recorder:
             stat.why_not = "not replayable: a loop header, a definition or an import"
             return None
         copy = stat.state == 2
+        if again is not None:  # what it holds is counted anew below
+            self._release(again)
         local_ns = frame.f_locals
         global_ns = frame.f_globals
         values: dict[str, object] = {}
@@ -546,16 +567,18 @@ class Recorder:
                 elif id(value) not in self.held_ids:
                     new_bytes += value.nbytes
             values[name] = value
+        if again is not None and self.held + new_bytes > self.budget_bytes:
+            self._hold(again)  # the earlier capture stays
+            return None
         if self.held + new_bytes > self.budget_bytes:
             stat.state = 3
             stat.over_budget = True
             stat.why_not = (f"over the capture budget ({new_bytes / 2**20:.0f} MiB more than the "
                             f"{self.budget_bytes / 2**20:.0f} MiB left to it)")
             return None
-        self.held += new_bytes
-        self.held_ids.update(id(v) for v in values.values() if isinstance(v, np.ndarray))
         capture = Capture(values=values, globals=global_ns, copied=copy, nbytes=new_bytes,
                           hit=stat.hits)
+        self._hold(capture)
         if not copy:
             capture.prints = {n: fingerprint(v) for n, v in values.items()
                               if isinstance(v, np.ndarray)}
@@ -582,9 +605,18 @@ class Recorder:
         if capture.changed_since():
             stat.mutates = True
             stat.state = 2  # capture again, by copy, at the next execution
-            self.held -= capture.nbytes
-            self.held_ids.difference_update(
-                id(v) for v in capture.values.values() if isinstance(v, np.ndarray))
+            self._release(capture)
+
+    def _hold(self, capture: Capture) -> None:
+        """The budget ``capture`` holds, taken."""
+        self.held += capture.nbytes
+        self.held_ids.update(id(v) for v in capture.values.values() if isinstance(v, np.ndarray))
+
+    def _release(self, capture: Capture) -> None:
+        """The budget ``capture`` held, given back."""
+        self.held -= capture.nbytes
+        self.held_ids.difference_update(
+            id(v) for v in capture.values.values() if isinstance(v, np.ndarray))
 
     # -- running --------------------------------------------------------------------------------
 
