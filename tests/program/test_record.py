@@ -136,7 +136,7 @@ def test_a_line_whose_work_grows_is_captured_again_at_its_2nd_4th_8th_run(tmp_pa
         for t in range(20):
             paths = np.hstack([paths, paths[:, -1:] * 2])
         """)
-    recorder, scope = _record(path)
+    recorder, _ = _record(path)
     stat = recorder.lines[(str(path), 4)]
     assert stat.hits == 20 and not stat.capture.copied
     assert stat.capture.hit == 16 and stat.capture.values["paths"].shape == (1000, 16)

@@ -405,6 +405,11 @@ def test_the_cli_returns_the_programs_status_and_refuses_a_missing_file(tmp_path
       "blocked_s": 0.0446},
      ["150.0 MB of new arrays per run", "46.7 ms with freed memory reused",
       "44.6 ms against 51.5 ms"]),
+    ({"kind": "strided-access", "seconds": 0.0829, "hits": 138, "line": True,
+      "run_per_hit_s": 7.29e-4, "replay_s": 2.76e-4, "cold_s": 1.06e-3, "contiguous_s": 1.28e-4,
+      "operands": ["dcol[:, :, k]", "u_pos[:, :, k]", "utens[:, :, k]", "w[:, :, k]"]},
+     ["729 us a run (276 us replayed", "1.06 ms as written and 128 us with dcol[:, :, k], "
+      "u_pos[:, :, k], utens[:, :, k] and 1 more contiguous (138 runs)", "82.9 ms"]),
 ])
 def test_each_cause_is_worded_from_its_numbers(cause, words):
     text = cause_evidence(cause)

@@ -293,10 +293,13 @@ def statement_part(statement: Statement, node: ast.AST) -> Statement | None:
     text = ast.get_source_segment(statement.source, shifted)
     if not text:
         return None
-    try:
-        return Statement.parse(text, filename=statement.filename, first_line=node.lineno)
-    except (SyntaxError, ValueError):
-        return None
+    # an expression over several lines is inside brackets the node does not include
+    for code in (text, f"({text})") if "\n" in text else (text,):
+        try:
+            return Statement.parse(code, filename=statement.filename, first_line=node.lineno)
+        except (SyntaxError, ValueError):
+            continue
+    return None
 
 
 def slice_assignment(statement: Statement) -> tuple[str, Statement] | None:

@@ -43,6 +43,7 @@ from .heap import fresh_memory, reused_memory
 from .joined import joined_distances
 from .record import LineStat
 from .replay import grown_name, is_simple_name_assign, prepare, run_once, timed_under
+from .strided import strided_line, timed_cold
 
 __all__ = ["Cause", "LineAnalysis", "analyse_line", "call_cost"]
 
@@ -409,6 +410,13 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                              "peak_growth": stat.peak_growth, "new_bytes": new_bytes,
                              "hits": stat.hits, "first_use": True}))
 
+    # strided slices, read from memory: where the program ran the line far slower than its
+    # replay, whose data stayed in the cache run after run (:mod:`.strided`)
+    line_strided = False
+    if per_hit > SLOWER_IN_RUN * replay_s and time.perf_counter() < run_deadline:
+        line_strided = _strided_cause(st, replay, per_hit, replay_s, stat.hits, causes, ruled,
+                                      ledger)
+
     if threads > 1:
         one_thread = times[variants.index(_blas_limit)]
         numbers = {"threads": threads, "all_threads_s": replay_s,
@@ -541,8 +549,8 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                      f"{format_seconds(replay_s)} replayed alone: the difference is not measured "
                      "here (the program's memory or caches were not the replay's)")
     for f in found:
-        if f.kind in LINE_KINDS:
-            continue
+        if f.kind in LINE_KINDS or (line_strided and f.kind == "strided-access"):
+            continue  # measured on the whole line already
         seconds = ledger.take(f.share * base)
         if seconds > 0:
             causes.append(Cause(f.kind, seconds, {"hits": stat.hits}, evidence=f.evidence))
@@ -554,6 +562,26 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                         causes=causes, ruled_out=ruled, rewrite=rewrite_out, notes=notes,
                         ops=[{k: r[k] for k in ("name", "time_s", "in_bytes", "out_bytes",
                                                  "flops")} for r in rows])
+
+
+def _strided_cause(st: _statements.Statement, replay, per_hit: float, replay_s: float,
+                   hits: int, causes: list[Cause], ruled: list[dict], ledger: _Ledger) -> bool:
+    """The line with the caches emptied before each run, as written against its strided
+    slices contiguous: a strided-access cause (True) where that measured faster, and what it
+    saves of the program's runs (at most what they took beyond the contiguous runs)."""
+    line = strided_line(st, replay.namespace())
+    if line is None:
+        return False
+    cold, contiguous = timed_cold(line)
+    numbers = {"cold_s": float(np.median(cold)), "contiguous_s": float(np.median(contiguous)),
+               "run_per_hit_s": per_hit, "replay_s": replay_s, "operands": line.operands,
+               "strided_bytes": line.strided_bytes, "hits": hits, "line": True}
+    saved = min(per_hit, numbers["cold_s"]) - numbers["contiguous_s"]
+    if saved <= 0 or not significant(cold, contiguous):
+        ruled.append({"kind": "strided-access", **numbers})
+        return False
+    causes.append(Cause("strided-access", ledger.take(saved * hits), numbers))
+    return True
 
 
 def _blocked_cause(expr: _statements.Statement, target: str | None, ns: dict, inputs: dict,

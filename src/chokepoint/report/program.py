@@ -38,6 +38,12 @@ def _runs(n: int) -> str:
     return f"{n} run" if n == 1 else f"{n} runs"
 
 
+def _listed(codes: list[str], shown: int = 3) -> str:
+    """``a[:, k]``, ``b[:, k]`` and 2 more."""
+    more = f" and {len(codes) - shown} more" if len(codes) > shown else ""
+    return ", ".join(codes[:shown]) + more
+
+
 def cause_evidence(cause: dict) -> str:
     """What was measured, in one sentence."""
     kind = cause["kind"]
@@ -82,6 +88,13 @@ def cause_evidence(cause: dict) -> str:
                         f"{_ms(cause['blocked_s'])} against {_ms(cause['unblocked_s'])} as "
                         f"written{per}, with the same values")
         return "; ".join(said)
+    if kind == "strided-access" and cause.get("line"):
+        return (f"in the program it took {_ms(cause['run_per_hit_s'])} a run "
+                f"({_ms(cause['replay_s'])} replayed, its data left in the cache); with the "
+                f"caches emptied before each run, {_ms(cause['cold_s'])} as written and "
+                f"{_ms(cause['contiguous_s'])} with {_listed(cause['operands'])} contiguous"
+                f"{per}: {_ms(cause['seconds'])} went to reading and writing one element per "
+                "cache line from memory")
     if kind == "blas-threads":
         load = cause.get("load")
         busy = (f"; the machine was busy (load {load:.1f} per core)"
@@ -115,6 +128,10 @@ def cause_suggestion(cause: dict, line: dict) -> str:
     if kind in ("allocation", "temporaries"):
         return ("allocate the result once outside the loop and write into it (out=), or fuse "
                 "the expression (chokepoint.fuse) so that no temporary is made")
+    if kind == "strided-access" and cause.get("line"):
+        return ("lay the arrays out with the axis these slices run along last (one "
+                "np.ascontiguousarray(a.transpose(...)) before the loop, the indices reordered), "
+                "so that each slice is contiguous")
     if kind == "blas-threads":
         return ("limit BLAS to one thread around this product (threadpoolctl."
                 "threadpool_limits(1)), or leave the other cores free")

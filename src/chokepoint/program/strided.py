@@ -1,0 +1,139 @@
+"""A line's strided slices, measured where the program meets them: in memory, not in the cache.
+
+A slice such as ``u[:, :, k]`` of a C-order array reads one element of each cache line it
+touches. Replayed alone, run after run, those cache lines stay in the cache and the line looks
+cheap; in the program's loop the other lines' arrays evict them, and each run reads them from
+memory again (a vertical advection stencil's line: 186 us a run replayed, 775 us in the
+program). So the line is timed with the caches emptied before each run (:func:`evict`), as
+written and with each strided slice it reads a contiguous copy (and, where it assigns into a
+strided slice, a contiguous buffer as its target): one thing changed, the operands' layout.
+The difference is what laying the arrays out with that axis last would save.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..explain.rewrite import lift_slices, slice_assignment
+from ..measure.machine import last_level_cache_bytes
+from ..measure.statements import Statement
+from .replay import is_simple_name_assign, timed_under
+
+__all__ = ["EVICT_FACTOR", "StridedLine", "evict", "is_strided", "strided_line", "timed_cold"]
+
+#: the caches are emptied by writing this many times the last-level cache's bytes
+EVICT_FACTOR = 2
+#: the name the contiguous variant's target buffer is bound to
+_TARGET = "_chokepoint_target"
+
+_evict_buffer: np.ndarray | None = None
+
+
+def evict() -> None:
+    """Write :data:`EVICT_FACTOR` times the last-level cache's bytes, so that what a line
+    reads next comes from memory (plain stores: a memset may bypass the cache)."""
+    global _evict_buffer
+    if _evict_buffer is None:
+        _evict_buffer = np.zeros(EVICT_FACTOR * last_level_cache_bytes() // 8)
+    np.add(_evict_buffer, 1.0, out=_evict_buffer)
+
+
+def is_strided(a: object) -> bool:
+    """Whether no axis of ``a`` (of more than one element) has its elements adjacent: each
+    element it reads is on a cache line of its own or shares one with few others (a column,
+    ``u[:, :, k]``). A transposed array or a slice of rows is not."""
+    if not isinstance(a, np.ndarray) or a.size < 2:
+        return False
+    steps = [abs(s) for s, n in zip(a.strides, a.shape, strict=True) if n > 1]
+    return bool(steps) and min(steps) > a.itemsize
+
+
+@dataclass
+class StridedLine:
+    """The line's code with its strided slices as names, and the two namespaces it runs in."""
+
+    code: str  # the statement, each lifted slice a name (its target ``_TARGET[...]``)
+    operands: list[str]  # the user's code of each strided slice (the target's first)
+    as_written: dict = field(repr=False)  # the slices themselves (the target: of a copy)
+    contiguous: dict = field(repr=False)  # contiguous copies of them
+
+    @property
+    def strided_bytes(self) -> int:
+        return sum(v.nbytes for k, v in self.as_written.items()
+                   if k not in self.contiguous or self.contiguous[k] is not v)
+
+
+def strided_line(statement: Statement, ns: dict) -> StridedLine | None:
+    """The line as :class:`StridedLine` where it reads or writes a strided basic slice of a
+    name (``name = value`` or ``name[index] = value``); None otherwise. ``ns`` is not
+    changed: the target is a slice of a copy of its array."""
+    tree = statement.tree
+    into = slice_assignment(statement)
+    if into is not None:
+        target_code, value = into[0], into[1].source
+    elif is_simple_name_assign(tree) is not None:
+        target_code, value = None, ast.unparse(tree.body[0].value)
+    else:
+        return None
+    try:
+        lifted, args = lift_slices(value, ns)
+        views = {name: eval(code, dict(ns)) for name, code in args.items()}
+    except Exception:  # not evaluable on its own: not probed
+        return None
+    strided = {name for name, v in views.items() if is_strided(v)}
+    as_written = dict(ns) | views
+    contiguous = dict(as_written) | {n: np.ascontiguousarray(views[n]) for n in strided}
+    operands = [args[n] for n in sorted(strided)]
+    if target_code is not None:
+        node = ast.parse(target_code, mode="eval").body
+        base = ns.get(node.value.id)
+        if not isinstance(base, np.ndarray):
+            return None
+        # writes into a copy of its array, so that runs do not read what earlier runs wrote
+        own = dict(ns) | {node.value.id: base.copy(order="K")}
+        try:
+            target = eval(target_code, own)
+        except Exception:
+            return None
+        if not isinstance(target, np.ndarray):
+            return None
+        as_written[_TARGET] = target
+        contiguous[_TARGET] = np.empty_like(target, order="C") if is_strided(target) else target
+        if is_strided(target):
+            operands.insert(0, target_code)
+        code = f"{_TARGET}[...] = {lifted}"
+    else:
+        code = f"{is_simple_name_assign(tree)} = {lifted}"
+    if not operands:
+        return None
+    return StridedLine(code, operands, as_written, contiguous)
+
+
+def timed_cold(line: StridedLine, samples: int = 7) -> tuple[list[float], list[float]]:
+    """Seconds of one run of the line as written and on contiguous operands, each run after
+    the caches were emptied, the two alternating."""
+    code = compile(line.code, "<strided>", "exec")
+    scope = dict(line.as_written)
+
+    def run() -> None:
+        exec(code, scope)
+
+    @contextlib.contextmanager
+    def contiguous() -> Iterator[None]:
+        scope.update(line.contiguous)
+        try:
+            yield
+        finally:
+            scope.update(line.as_written)
+
+    settings: list[Callable[[], contextlib.AbstractContextManager]] = [
+        contextlib.nullcontext, contiguous]
+    with np.errstate(all="ignore"):
+        as_written, on_contiguous = timed_under(run, settings, restore=evict, mutates=True,
+                                                samples=samples)
+    return as_written, on_contiguous

@@ -1,0 +1,72 @@
+"""A line's strided slices (:mod:`chokepoint.program.strided`): which slices are strided, the
+line rewritten on them, and its cold timing's effect (8x fewer bytes: large on any machine)."""
+
+import numpy as np
+import pytest
+
+from chokepoint.measure.statements import Statement
+from chokepoint.program.strided import is_strided, strided_line, timed_cold
+
+A = np.zeros((40, 30, 20))
+
+
+@pytest.mark.parametrize("view, strided", [
+    (A[:, :, 3], True),  # one element of each row of 20
+    (A[:, 0, 4], True),
+    (A[:, 3], False),  # rows of 20 adjacent elements
+    (A.T, False),  # transposed: its first axis is adjacent
+    (A[1:-1, 1:-1], False),
+    (A[::2, 0, 0], True),
+    (A[0, 0, :1], False),  # a single element
+    ([1.0, 2.0], False),
+])
+def test_a_slice_is_strided_where_no_axis_is_adjacent(view, strided):
+    assert is_strided(view) is strided
+
+
+def _ns():
+    rng = np.random.default_rng(0)
+    return {"np": np, "u": rng.random((8, 6, 5)), "v": rng.random((8, 6, 5)), "k": 2,
+            "out": np.zeros((8, 6, 5)), "w": rng.random((8, 6))}
+
+
+def test_a_slice_assignment_writes_a_copy_and_its_strided_slices_become_names():
+    ns = _ns()
+    before = ns["out"].copy()
+    code = "out[:, :, k] = (u[:, :, k] +\n    2 * v[:, :, k - 1] + w)"
+    line = strided_line(Statement.parse(code), ns)
+    assert line is not None
+    assert line.operands == ["out[:, :, k]", "u[:, :, k]", "v[:, :, k - 1]"]
+    assert line.code == "_chokepoint_target[...] = u_0 + 2 * v_0 + w"
+    for scope in (dict(line.as_written), dict(line.contiguous)):
+        exec(line.code, scope)
+        assert np.array_equal(scope["_chokepoint_target"],
+                              ns["u"][:, :, 2] + 2 * ns["v"][:, :, 1] + ns["w"])
+    assert np.array_equal(ns["out"], before)  # the user's values: never written
+    assert all(is_strided(line.as_written[n]) for n in ("u_0", "v_0"))
+    assert not any(is_strided(line.contiguous[n]) for n in ("u_0", "v_0"))
+
+
+@pytest.mark.parametrize("code, operands", [
+    ("x = u[:, 1, k] * 2", ["u[:, 1, k]"]),
+    ("x = u[1] * 2", None),  # contiguous rows
+    ("out[1] = u[:, :, k]", ["u[:, :, k]"]),  # the target is not strided
+    ("out[:, :, k] = 0.5", ["out[:, :, k]"]),
+    ("print(u[:, :, k])", None),  # not an assignment
+    ("x = u[:, :, f()]", None),  # not a basic slice
+])
+def test_only_assignments_reading_or_writing_strided_slices_are_probed(code, operands):
+    ns = _ns() | {"f": lambda: 1}
+    line = strided_line(Statement.parse(code), ns)
+    assert (line.operands if line is not None else None) == operands
+
+
+def test_read_from_memory_strided_slices_take_longer_than_contiguous_ones():
+    # a slice of one element in 32 of three 41 MB arrays: each element its own cache line, so
+    # with the caches emptied 8x the bytes of the contiguous copies come from memory
+    rng = np.random.default_rng(0)
+    ns = {"a": rng.random((400, 400, 32)), "b": rng.random((400, 400, 32)),
+          "out": np.empty((400, 400, 32)), "k": 7}
+    line = strided_line(Statement.parse("out[:, :, k] = 0.5 * a[:, :, k] + b[:, :, k]"), ns)
+    cold, contiguous = timed_cold(line)
+    assert np.median(cold) > 2 * np.median(contiguous), (cold, contiguous)
