@@ -147,6 +147,22 @@ def test_a_line_whose_work_grows_is_captured_again_at_its_2nd_4th_8th_run(tmp_pa
         False, True, False, True, False, False, False, True, False]
 
 
+def test_a_lambdas_body_on_its_statements_line_is_not_captured_in_its_place(tmp_path):
+    # the lambda's frame runs the statement's line too (its 2nd hit): its names are not the
+    # statement's, and a replay on them raised NameError
+    path = _write(tmp_path, """\
+        import numpy as np
+        def initialize(W):
+            img = np.fromfunction(lambda i, j:
+                                  (i + W * j) % 7, (W, W))
+            return img
+        initialize(300)
+        """)
+    recorder, _ = _record(path)
+    stat = recorder.lines[(str(path), 3)]
+    assert stat.hits == 2 and stat.capture.hit == 1 and stat.capture.values["W"] == 300
+
+
 def test_a_capture_taken_again_beyond_the_budget_keeps_the_earlier_one(tmp_path):
     path = _write(tmp_path, """\
         import numpy as np

@@ -43,7 +43,7 @@ from .heap import fresh_memory, reused_memory
 from .joined import joined_distances
 from .record import LineStat
 from .replay import grown_name, is_simple_name_assign, prepare, run_once, timed_under
-from .strided import strided_line, timed_cold
+from .strided import strided_line, timed_layouts
 
 __all__ = ["Cause", "LineAnalysis", "analyse_line", "call_cost"]
 
@@ -410,12 +410,12 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                              "peak_growth": stat.peak_growth, "new_bytes": new_bytes,
                              "hits": stat.hits, "first_use": True}))
 
-    # strided slices, read from memory: where the program ran the line far slower than its
-    # replay, whose data stayed in the cache run after run (:mod:`.strided`)
-    line_strided = False
-    if per_hit > SLOWER_IN_RUN * replay_s and time.perf_counter() < run_deadline:
-        line_strided = _strided_cause(st, replay, per_hit, replay_s, stat.hits, causes, ruled,
-                                      ledger)
+    # strided slices, the whole line on contiguous ones: from memory where the program ran the
+    # line far slower than its replay, whose data stayed in the cache run after run
+    # (:mod:`.strided`)
+    line_strided = time.perf_counter() < run_deadline and _strided_cause(
+        st, replay, per_hit, replay_s, stat.hits, causes, ruled, ledger,
+        cold=per_hit > SLOWER_IN_RUN * replay_s)
 
     if threads > 1:
         one_thread = times[variants.index(_blas_limit)]
@@ -565,19 +565,21 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
 
 
 def _strided_cause(st: _statements.Statement, replay, per_hit: float, replay_s: float,
-                   hits: int, causes: list[Cause], ruled: list[dict], ledger: _Ledger) -> bool:
-    """The line with the caches emptied before each run, as written against its strided
-    slices contiguous: a strided-access cause (True) where that measured faster, and what it
-    saves of the program's runs (at most what they took beyond the contiguous runs)."""
+                   hits: int, causes: list[Cause], ruled: list[dict], ledger: _Ledger, *,
+                   cold: bool) -> bool:
+    """The line as written against its strided slices contiguous (``cold``: the caches
+    emptied before each run): a strided-access cause (True) where that measured faster, and
+    what it saves of the program's runs (at most what they took beyond the contiguous runs)."""
     line = strided_line(st, replay.namespace())
     if line is None:
         return False
-    cold, contiguous = timed_cold(line)
-    numbers = {"cold_s": float(np.median(cold)), "contiguous_s": float(np.median(contiguous)),
+    written, contiguous = timed_layouts(line, cold)
+    numbers = {"written_s": float(np.median(written)),
+               "contiguous_s": float(np.median(contiguous)), "cold": cold,
                "run_per_hit_s": per_hit, "replay_s": replay_s, "operands": line.operands,
                "strided_bytes": line.strided_bytes, "hits": hits, "line": True}
-    saved = min(per_hit, numbers["cold_s"]) - numbers["contiguous_s"]
-    if saved <= 0 or not significant(cold, contiguous):
+    saved = min(per_hit, numbers["written_s"]) - numbers["contiguous_s"]
+    if saved <= 0 or not significant(written, contiguous):
         ruled.append({"kind": "strided-access", **numbers})
         return False
     causes.append(Cause("strided-access", ledger.take(saved * hits), numbers))

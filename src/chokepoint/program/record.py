@@ -233,6 +233,7 @@ class Capture:
     nbytes: int
     prints: dict[str, np.ndarray] = field(default_factory=dict)
     hit: int = 1  # which execution of the statement
+    code: object = field(default=None, repr=False)  # the code object of the frame it ran in
 
     def changed_since(self) -> list[str]:
         """Names of arrays whose values differ from their fingerprint now."""
@@ -532,7 +533,8 @@ class Recorder:
 
     def _capture(self, frame, stat: LineStat) -> Capture | None:
         if stat.state == 1:  # captured before: again by reference, where it fits
-            if stat.capture is None or stat.capture.copied:
+            if stat.capture is None or stat.capture.copied or stat.capture.code is not \
+                    frame.f_code:  # a lambda's body on its statement's line: other names
                 return None
             return self._take(frame, stat, again=stat.capture)
         return self._take(frame, stat)
@@ -577,7 +579,7 @@ class Recorder:
                             f"{self.budget_bytes / 2**20:.0f} MiB left to it)")
             return None
         capture = Capture(values=values, globals=global_ns, copied=copy, nbytes=new_bytes,
-                          hit=stat.hits)
+                          hit=stat.hits, code=frame.f_code)
         self._hold(capture)
         if not copy:
             capture.prints = {n: fingerprint(v) for n, v in values.items()

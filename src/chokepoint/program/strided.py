@@ -1,13 +1,14 @@
-"""A line's strided slices, measured where the program meets them: in memory, not in the cache.
+"""A line's strided slices, measured on the whole line, where the program meets them.
 
 A slice such as ``u[:, :, k]`` of a C-order array reads one element of each cache line it
-touches. Replayed alone, run after run, those cache lines stay in the cache and the line looks
-cheap; in the program's loop the other lines' arrays evict them, and each run reads them from
+touches. The line is timed as written and with each strided slice it reads a contiguous copy
+(and, where it assigns into a strided slice, a contiguous buffer as its target): one thing
+changed, the operands' layout. The difference is what laying the arrays out with that axis
+last would save. Replayed alone, run after run, a strided slice's cache lines stay in the
+cache; in a program's loop the other lines' arrays may evict them, and each run reads them from
 memory again (a vertical advection stencil's line: 186 us a run replayed, 775 us in the
-program). So the line is timed with the caches emptied before each run (:func:`evict`), as
-written and with each strided slice it reads a contiguous copy (and, where it assigns into a
-strided slice, a contiguous buffer as its target): one thing changed, the operands' layout.
-The difference is what laying the arrays out with that axis last would save.
+program). Where the program ran the line far slower than its replay, both are timed with the
+caches emptied before each run (:func:`evict`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..measure.machine import last_level_cache_bytes
 from ..measure.statements import Statement
 from .replay import is_simple_name_assign, timed_under
 
-__all__ = ["EVICT_FACTOR", "StridedLine", "evict", "is_strided", "strided_line", "timed_cold"]
+__all__ = ["EVICT_FACTOR", "StridedLine", "evict", "is_strided", "strided_line", "timed_layouts"]
 
 #: the caches are emptied by writing this many times the last-level cache's bytes
 EVICT_FACTOR = 2
@@ -114,9 +115,10 @@ def strided_line(statement: Statement, ns: dict) -> StridedLine | None:
     return StridedLine(code, operands, as_written, contiguous)
 
 
-def timed_cold(line: StridedLine, samples: int = 7) -> tuple[list[float], list[float]]:
-    """Seconds of one run of the line as written and on contiguous operands, each run after
-    the caches were emptied, the two alternating."""
+def timed_layouts(line: StridedLine, cold: bool,
+                  samples: int = 7) -> tuple[list[float], list[float]]:
+    """Seconds of one run of the line as written and on contiguous operands, the two
+    alternating; ``cold``: each run after the caches were emptied, else run after run."""
     code = compile(line.code, "<strided>", "exec")
     scope = dict(line.as_written)
 
@@ -134,6 +136,7 @@ def timed_cold(line: StridedLine, samples: int = 7) -> tuple[list[float], list[f
     settings: list[Callable[[], contextlib.AbstractContextManager]] = [
         contextlib.nullcontext, contiguous]
     with np.errstate(all="ignore"):
-        as_written, on_contiguous = timed_under(run, settings, restore=evict, mutates=True,
-                                                samples=samples)
+        as_written, on_contiguous = timed_under(
+            run, settings, restore=evict if cold else lambda: None, mutates=cold,
+            samples=samples)
     return as_written, on_contiguous

@@ -89,12 +89,13 @@ def cause_evidence(cause: dict) -> str:
                         f"written{per}, with the same values")
         return "; ".join(said)
     if kind == "strided-access" and cause.get("line"):
-        return (f"in the program it took {_ms(cause['run_per_hit_s'])} a run "
-                f"({_ms(cause['replay_s'])} replayed, its data left in the cache); with the "
-                f"caches emptied before each run, {_ms(cause['cold_s'])} as written and "
+        where = (f"in the program it took {_ms(cause['run_per_hit_s'])} a run "
+                 f"({_ms(cause['replay_s'])} replayed, its data left in the cache); with the "
+                 "caches emptied before each run, " if cause.get("cold") else "")
+        return (f"{where}{_ms(cause['written_s'])} as written and "
                 f"{_ms(cause['contiguous_s'])} with {_listed(cause['operands'])} contiguous"
                 f"{per}: {_ms(cause['seconds'])} went to reading and writing one element per "
-                "cache line from memory")
+                "cache line" + (" from memory" if cause.get("cold") else ""))
     if kind == "blas-threads":
         load = cause.get("load")
         busy = (f"; the machine was busy (load {load:.1f} per core)"
