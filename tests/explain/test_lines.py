@@ -8,6 +8,8 @@ import pytest
 from chokepoint.explain.lines import (
     LineCapture,
     _check,
+    _contraction,
+    _einsum_spec,
     _patterns,
     _same_arrays,
     _summed,
@@ -130,3 +132,32 @@ def test_results_agree_only_with_the_same_values_shapes_and_dtypes():
     assert _same_arrays(a, a.astype(np.int32)) is None
     assert _same_arrays((a,), (a, a)) is None
     assert _same_arrays(a, a.reshape(2, 2)) is None
+
+
+@pytest.mark.parametrize("code, ndims, spec", [
+    ("(A[:, :, None] * B[None, :, :]).sum(axis=1)", (2, 2), "ab,bc->ac"),
+    ("np.sum(A[:, :, None] * B[None], axis=-2)", (2, 2), "ab,bc->ac"),
+    ("(A[:, :, None] * D).sum(axis=1)", (2, 3), "ab,abc->ac"),
+    ("(x[:, None] * y).sum(axis=0)", (1, 2), "a,ab->b"),
+])
+def test_a_broadcast_product_summed_is_a_contraction(code, ndims, spec):
+    factors, axis = _contraction(_node(code))
+    assert _einsum_spec(factors, list(ndims), axis) == spec
+
+
+@pytest.mark.parametrize("code", [
+    "(A * B).sum(axis=1)",  # nothing broadcast: fuse's reduction
+    "(A[:, :, None] * B).sum()",  # over everything
+    "(A[:, :, None] * B).sum(axis=1, keepdims=True)",
+    "(A[:, :, None] + B).sum(axis=1)",
+    "(A[1:, :, None] * B).sum(axis=1)",  # a slice that is not whole
+    "(f(A)[:, None] * B).sum(axis=1)",
+    "(A[:, :, None] * B).sum(axis=k)",
+])
+def test_other_sums_are_not_contractions(code):
+    assert _contraction(_node(code)) is None
+
+
+def test_a_contraction_with_a_result_axis_of_length_one_is_left_alone():
+    factors, axis = _contraction(_node("(A[:, None, :] * B[:, None, :]).sum(axis=2)"))
+    assert _einsum_spec(factors, [2, 2], axis) is None

@@ -13,7 +13,10 @@ integer to add it, count_nonzero counts bytes. ``np.argsort(a)[:, :k]`` sorts wh
 their first ``k``: ``np.argpartition`` finds them in linear time, and a sort of those ``k``
 orders them. ``np.unique(a)`` sorts ``a``; where ``a`` holds non-negative integers of a range
 no larger than its size (category codes, labels), ``np.bincount`` counts them in one pass,
-and its nonzero counts are the unique values, their counts and (cumulated) the inverse.
+and its nonzero counts are the unique values, their counts and (cumulated) the inverse. A
+product of broadcast operands summed along an axis, ``(A[:, :, None] * B[None, :, :]).sum(axis=1)``,
+is a contraction: ``np.einsum('ij,jk->ik', A, B, optimize=True)`` computes it without the
+broadcast temporary (through the matrix product where it is one).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class _Pattern:
     count: bool = False  # ``b.sum()`` of a boolean array: np.count_nonzero(b)
     top: ast.Subscript | None = None  # ``np.argsort(a)[:, :k]``: the k smallest, partitioned
     unique: ast.Call | None = None  # ``np.unique(a, ...)`` of small integers: counted
+    contraction: ast.Call | None = None  # ``(A[:, :, None] * B).sum(axis=1)``: np.einsum
 
 
 @dataclass
@@ -143,6 +147,77 @@ def _unique(node: ast.expr) -> tuple[ast.expr, tuple[str, ...]] | None:
     return node.args[0], tuple(f for f in _UNIQUE_FLAGS if f in flags)
 
 
+def _factor(node: ast.expr) -> tuple[str, list[bool] | None] | None:
+    """``(name, axes)`` of a factor of a contraction: ``A`` (axes None: all of its own) or
+    ``A[:, None, :]`` (True for each of its own axes, False for each new one; the axes an
+    index leaves out at the end are its own too)."""
+    if isinstance(node, ast.Name):
+        return node.id, None
+    if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)):
+        return None
+    parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    axes = []
+    for part in parts:
+        if isinstance(part, ast.Slice) and part.lower is None and part.upper is None \
+                and part.step is None:
+            axes.append(True)
+        elif isinstance(part, ast.Constant) and part.value is None:
+            axes.append(False)
+        else:
+            return None
+    return node.value.id, axes
+
+
+def _contraction(node: ast.expr) -> tuple[list[tuple[str, list[bool] | None]], int] | None:
+    """``(factors, axis)`` of ``(P * Q).sum(axis=k)`` or ``np.sum(P * Q, axis=k)`` where a
+    factor has a new axis (``None`` in its index): a product broadcast to be summed."""
+    if not isinstance(node, ast.Call):
+        return None
+    if isinstance(node.func, ast.Attribute) and node.func.attr == "sum" and not node.args \
+            and not _is_np(node.func, "sum"):
+        product, keywords = node.func.value, node.keywords
+    elif _is_np(node.func, "sum") and len(node.args) == 1:
+        product, keywords = node.args[0], node.keywords
+    else:
+        return None
+    if not (len(keywords) == 1 and keywords[0].arg == "axis"
+            and isinstance(keywords[0].value, (ast.Constant, ast.UnaryOp))):
+        return None
+    try:
+        axis = ast.literal_eval(keywords[0].value)
+    except ValueError:
+        return None
+    if not (isinstance(product, ast.BinOp) and isinstance(product.op, ast.Mult)
+            and isinstance(axis, int) and not isinstance(axis, bool)):
+        return None
+    factors = [_factor(product.left), _factor(product.right)]
+    if None in factors or not any(f[1] is not None and not all(f[1]) for f in factors):
+        return None
+    return factors, axis
+
+
+def _einsum_spec(factors: list[tuple[str, list[bool] | None]], ndims: list[int],
+                 axis: int) -> str | None:
+    """The einsum subscripts of a broadcast product of ``factors`` (their own ``ndims``) summed
+    along ``axis``: ``'ij,jk->ik'`` for ``A[:, :, None] * B[None, :, :]`` along 1."""
+    placed = []
+    for (_, axes), ndim in zip(factors, ndims, strict=True):
+        own = [True] * ndim if axes is None else axes + [True] * (ndim - sum(axes))
+        if sum(own) != ndim:
+            return None  # more slices than the array has axes
+        placed.append(own)
+    width = max(len(p) for p in placed)
+    placed = [[False] * (width - len(p)) + p for p in placed]  # broadcasting aligns right
+    if not -width <= axis < width:
+        return None
+    axis %= width
+    letters = "abcdefghijklmnopqrstuvwxyz"[:width]
+    if not all(any(p[k] for p in placed) for k in range(width)):
+        return None  # an axis of length 1 in the result: einsum would drop it
+    inputs = ["".join(c for c, real in zip(letters, p, strict=True) if real) for p in placed]
+    return f"{','.join(inputs)}->{letters[:axis]}{letters[axis + 1:]}"
+
+
 def _patterns(tree: ast.AST) -> list[_Pattern]:
     found = []
     # a NumPy integer's attributes (b.sum().item(), .astype) are not a Python int's
@@ -152,6 +227,10 @@ def _patterns(tree: ast.AST) -> list[_Pattern]:
             # a whole sort for its first k: a partition finds them, a sort of k orders them
             operands = {"a": top[0], "k": top[1]} | ({"axis": top[2]} if top[2] else {})
             found.append(_Pattern("top", operands, original=ast.unparse(node), top=node))
+        elif _contraction(node) is not None:
+            # a broadcast product summed: a contraction, without the product's temporary
+            found.append(_Pattern("einsum", {}, original=ast.unparse(node),
+                                  contraction=node))
         elif (unique := _unique(node)) is not None:
             # a sort to find values a count finds
             found.append(_Pattern("unique", {"a": unique[0]}, original=ast.unparse(node),
@@ -440,6 +519,68 @@ def _check_unique(capture_: LineCapture, p: _Pattern, min_time: float) -> dict |
                             min_time)
 
 
+def _check_contraction(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    """A broadcast product summed along an axis against ``np.einsum`` of its factors: within
+    the rounding error bound of a sum of that many products (``n * eps`` of the sum of their
+    magnitudes, for each value), where the order of the additions differs."""
+    factors, axis = _contraction(p.contraction)
+    call = p.contraction
+    product = call.func.value if isinstance(call.func, ast.Attribute) and \
+        call.func.attr == "sum" and not call.args else call.args[0]
+    try:
+        line = ast.parse(capture_.code)
+        arrays = [capture_.env[name] for name, _ in factors]
+    except (SyntaxError, KeyError):
+        return None
+    target = _target(line, p)
+    # real factors (a boolean neighbourhood times velocities too) whose product is a float
+    if target is None or not all(type(a) is np.ndarray and a.dtype.kind in "biuf"
+                                 for a in arrays) \
+            or np.result_type(*arrays).kind != "f":
+        return None
+    spec = _einsum_spec(factors, [a.ndim for a in arrays], axis)
+    if spec is None:
+        return None
+    code = f"np.einsum({spec!r}, {factors[0][0]}, {factors[1][0]}, optimize=True)"
+    ours_code, user = compile(code, "<pattern>", "eval"), _compiled(target)
+    scope, user_scope = {**capture_.env, "np": np}, dict(capture_.env)
+
+    def rewritten():
+        return eval(ours_code, scope)
+
+    def original():
+        return eval(user, user_scope)
+
+    try:
+        with np.errstate(all="ignore"):
+            ours, theirs = rewritten(), original()
+            bound = np.einsum(spec, np.abs(arrays[0]), np.abs(arrays[1]), optimize=True)
+    except Exception:  # shapes einsum does not take (an axis broadcast from length 1)
+        return None
+    if not (isinstance(ours, np.ndarray) and isinstance(theirs, np.ndarray)
+            and ours.shape == theirs.shape and ours.dtype == theirs.dtype):
+        return None
+    # the length of the summed axis: each value is a sum of that many products
+    views = [eval(_compiled(side), user_scope) for side in (product.left, product.right)]
+    terms = np.broadcast_shapes(*(v.shape for v in views))[axis]
+    tolerance = terms * np.finfo(theirs.dtype).eps * bound
+    with np.errstate(invalid="ignore"):
+        if not (np.abs(ours - theirs) <= tolerance).all():
+            return None
+    before, after = measure_interleaved([original, rewritten], min_time=min_time, repeats=5)
+    if after.median * FASTER > before.median:
+        return None
+    same = np.array_equal(ours, theirs)
+    return {"source": f"{capture_.filename}:{capture_.line}", "code": capture_.code,
+            "replaces": p.original,
+            "statement": ast.unparse(_Replace(target, ast.parse(code, mode="eval").body)
+                                     .visit(line)),
+            "original_s": before.median, "measured_s": after.median,
+            "speedup": before.median / after.median, "note": "",
+            "values": "same values" if same else
+                      f"values within the rounding of a sum of {terms} products"}
+
+
 def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
     if p.count:
         return _check_count(capture_, p, min_time)
@@ -447,6 +588,8 @@ def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
         return _check_top(capture_, p, min_time)
     if p.unique is not None:
         return _check_unique(capture_, p, min_time)
+    if p.contraction is not None:
+        return _check_contraction(capture_, p, min_time)
     values = {}
     for name, node in p.operands.items():
         try:
