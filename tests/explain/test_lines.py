@@ -13,6 +13,7 @@ from chokepoint.explain.lines import (
     _patterns,
     _same_arrays,
     _summed,
+    _tabulated,
     _top_k,
     _unique,
 )
@@ -161,3 +162,30 @@ def test_other_sums_are_not_contractions(code):
 def test_a_contraction_with_a_result_axis_of_length_one_is_left_alone():
     factors, axis = _contraction(_node("(A[:, None, :] * B[:, None, :]).sum(axis=2)"))
     assert _einsum_spec(factors, [2, 2], axis) is None
+
+
+@pytest.mark.parametrize("code, q", [("np.interp(q, xp, fp)", "q"), ("np.exp(codes)", "codes"),
+                                     ("np.power(q, 2)", "q")])
+def test_a_numpy_function_of_an_array_name_may_be_tabulated(code, q):
+    assert _tabulated(_node(code)).id == q
+
+
+@pytest.mark.parametrize("code", ["np.interp(q + 1, xp, fp)", "np.median(q)",
+                                  "np.exp(q, out=y)", "rng.poisson(q)", "f(q)"])
+def test_other_calls_are_not_tabulated(code):
+    assert _tabulated(_node(code)) is None
+
+
+@pytest.mark.parametrize("name", ["F", "N", "W", "S"])
+def test_arrays_a_table_cannot_replace_are_left_alone(name):
+    # floats, negative values, a range as wide as the array, too few elements: refused
+    # before anything is timed
+    rng = np.random.default_rng(0)
+    q = rng.integers(0, 50, 4000)
+    env = {"np": np, "F": q.astype(float), "N": q - 5, "W": q * 1000, "S": q[:100],
+           "xp": np.arange(50.0), "fp": np.arange(50.0) ** 2}
+    code = f"y = np.interp({name}, xp, fp)"
+    patterns = [p for p in _patterns(ast.parse(code)) if p.table is not None]
+    assert patterns
+    capture = LineCapture("f.py", 1, code, patterns, env)
+    assert all(_check(capture, p, min_time=0.001) is None for p in patterns)

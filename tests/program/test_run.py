@@ -564,6 +564,24 @@ def test_a_broadcast_product_summed_along_an_axis_gets_einsum(tmp_path, roof):
     assert line["rewrite"]["speedup"] > 3
 
 
+def test_an_interpolation_of_12_bit_pixels_gets_a_lookup_table(tmp_path, roof):
+    # a binary search per pixel of 262,144, for 4096 values: one per value, then indexed
+    # (52x on an AMD EPYC)
+    path = _program(tmp_path, """\
+        import numpy as np
+        q = np.random.default_rng(0).integers(0, 4096, (512, 512)).astype(np.uint16)
+        levels = np.arange(0, 4096, 3)
+        for _ in range(3):
+            eq = np.interp(q, levels, np.sqrt(levels))
+        """)
+    report = run_program(path, roof=roof, budget_s=20)
+    line = next(r for r in report.to_dict()["lines"] if r["source"].endswith("prog.py:5"))
+    assert line["rewrite"] is not None, line
+    assert line["rewrite"]["code"] == (
+        "eq = np.interp(np.arange(q.max() + 1, dtype=q.dtype), levels, np.sqrt(levels))[q]")
+    assert line["rewrite"]["values"] == "same values" and line["rewrite"]["speedup"] > 3
+
+
 def test_the_first_k_of_a_whole_sort_get_a_partition(tmp_path, roof):
     # a sort of 6000 per row for its first 7: a partition is linear (3x on an AMD EPYC)
     path = _program(tmp_path, """\

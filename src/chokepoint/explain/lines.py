@@ -16,7 +16,10 @@ no larger than its size (category codes, labels), ``np.bincount`` counts them in
 and its nonzero counts are the unique values, their counts and (cumulated) the inverse. A
 product of broadcast operands summed along an axis, ``(A[:, :, None] * B[None, :, :]).sum(axis=1)``,
 is a contraction: ``np.einsum('ij,jk->ik', A, B, optimize=True)`` computes it without the
-broadcast temporary (through the matrix product where it is one).
+broadcast temporary (through the matrix product where it is one). A NumPy function of an
+integer array whose values span a range far smaller than it (12-bit pixels, category codes),
+``np.interp(q, xp, fp)`` or a ufunc, is evaluated once per value and looked up:
+``np.interp(np.arange(q.max() + 1, dtype=q.dtype), xp, fp)[q]``.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class _Pattern:
     top: ast.Subscript | None = None  # ``np.argsort(a)[:, :k]``: the k smallest, partitioned
     unique: ast.Call | None = None  # ``np.unique(a, ...)`` of small integers: counted
     contraction: ast.Call | None = None  # ``(A[:, :, None] * B).sum(axis=1)``: np.einsum
+    table: ast.Call | None = None  # ``np.interp(q, xp, fp)`` of small integers: looked up
 
 
 @dataclass
@@ -218,6 +222,25 @@ def _einsum_spec(factors: list[tuple[str, list[bool] | None]], ndims: list[int],
     return f"{','.join(inputs)}->{letters[:axis]}{letters[axis + 1:]}"
 
 
+#: NumPy functions evaluated once per value of a small-range integer array and looked up: its
+#: ufuncs (elementwise, no state) and ``interp``
+_TABULATED = frozenset({"interp"}) | frozenset(
+    name for name in dir(np) if isinstance(getattr(np, name, None), np.ufunc))
+#: an integer array is looked up where it has this many elements per value of its range
+TABLE_ELEMENTS_PER_VALUE = 8
+
+
+def _tabulated(node: ast.expr) -> ast.Name | None:
+    """``q`` of ``np.interp(q, xp, fp)`` or ``np.exp(q)`` (a ufunc of NumPy's, ``q`` a name,
+    no keywords): a function of each element of ``q`` alone."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and _is_np(node.func, node.func.attr) and node.func.attr in _TABULATED
+            and node.args and isinstance(node.args[0], ast.Name) and not node.keywords
+            and not any(isinstance(a, ast.Starred) for a in node.args)):
+        return None
+    return node.args[0]
+
+
 def _patterns(tree: ast.AST) -> list[_Pattern]:
     found = []
     # a NumPy integer's attributes (b.sum().item(), .astype) are not a Python int's
@@ -231,6 +254,9 @@ def _patterns(tree: ast.AST) -> list[_Pattern]:
             # a broadcast product summed: a contraction, without the product's temporary
             found.append(_Pattern("einsum", {}, original=ast.unparse(node),
                                   contraction=node))
+        elif (q := _tabulated(node)) is not None:
+            # one evaluation per value of a small-range integer array, looked up
+            found.append(_Pattern("table", {"q": q}, original=ast.unparse(node), table=node))
         elif (unique := _unique(node)) is not None:
             # a sort to find values a count finds
             found.append(_Pattern("unique", {"a": unique[0]}, original=ast.unparse(node),
@@ -581,6 +607,52 @@ def _check_contraction(capture_: LineCapture, p: _Pattern, min_time: float) -> d
                       f"values within the rounding of a sum of {terms} products"}
 
 
+def _check_table(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    """A NumPy function of a non-negative integer array ``q`` with at least
+    :data:`TABLE_ELEMENTS_PER_VALUE` elements per value of its range, against the function
+    evaluated once on ``np.arange(q.max() + 1)`` (``q``'s dtype) and indexed by ``q``: the
+    same values, shape and dtype."""
+    name = p.operands["q"].id
+    q = capture_.env.get(name)
+    try:
+        line = ast.parse(capture_.code)
+    except SyntaxError:
+        return None
+    target = _target(line, p)
+    if target is None or type(q) is not np.ndarray or q.dtype.kind not in "iu" or q.size == 0 \
+            or q.min() < 0 or (int(q.max()) + 1) * TABLE_ELEMENTS_PER_VALUE > q.size:
+        return None
+    call = ast.parse(p.original, mode="eval").body
+    call.args[0] = ast.parse(f"np.arange({name}.max() + 1, dtype={name}.dtype)",
+                             mode="eval").body
+    code = f"{ast.unparse(call)}[{name}]"
+    ours_code, user = compile(code, "<pattern>", "eval"), _compiled(target)
+    scope, user_scope = {**capture_.env, "np": np}, dict(capture_.env)
+
+    def rewritten():
+        return eval(ours_code, scope)
+
+    def original():
+        return eval(user, user_scope)
+
+    try:
+        with np.errstate(all="ignore"):
+            if _same_arrays(rewritten(), original()) is None:
+                return None
+    except Exception:  # arguments the table does not take
+        return None
+    before, after = measure_interleaved([original, rewritten], min_time=min_time, repeats=5)
+    if after.median * FASTER > before.median:
+        return None
+    return {"source": f"{capture_.filename}:{capture_.line}", "code": capture_.code,
+            "replaces": p.original,
+            "statement": ast.unparse(_Replace(target, ast.parse(code, mode="eval").body)
+                                     .visit(line)),
+            "original_s": before.median, "measured_s": after.median,
+            "speedup": before.median / after.median,
+            "note": f"for non-negative integers {name}", "values": "same values"}
+
+
 def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
     if p.count:
         return _check_count(capture_, p, min_time)
@@ -590,6 +662,8 @@ def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
         return _check_unique(capture_, p, min_time)
     if p.contraction is not None:
         return _check_contraction(capture_, p, min_time)
+    if p.table is not None:
+        return _check_table(capture_, p, min_time)
     values = {}
     for name, node in p.operands.items():
         try:
