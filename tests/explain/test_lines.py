@@ -171,7 +171,8 @@ def test_a_numpy_function_of_an_array_name_may_be_tabulated(code, q):
 
 
 @pytest.mark.parametrize("code", ["np.interp(q + 1, xp, fp)", "np.median(q)",
-                                  "np.exp(q, out=y)", "rng.poisson(q)", "f(q)"])
+                                  "np.exp(q, out=y)", "np.exp(q, y)", "rng.poisson(q)", "f(q)",
+                                  "np.multiply(q, rng.random())", "np.matmul(q, w)"])
 def test_other_calls_are_not_tabulated(code):
     assert _tabulated(_node(code)) is None
 
@@ -189,3 +190,30 @@ def test_arrays_a_table_cannot_replace_are_left_alone(name):
     assert patterns
     capture = LineCapture("f.py", 1, code, patterns, env)
     assert all(_check(capture, p, min_time=0.001) is None for p in patterns)
+
+
+def test_a_ufunc_of_an_integer_array_and_another_array_is_not_tabulated():
+    # np.power(q, w) with w an array: a function of q and w, not of q alone (the check on the
+    # user's values passed where w was all ones)
+    rng = np.random.default_rng(0)
+    env = {"np": np, "q": rng.integers(0, 16, (4096, 16)), "w": np.ones(16)}
+    code = "y = np.power(q, w)"
+    patterns = [p for p in _patterns(ast.parse(code)) if p.table is not None]
+    assert patterns
+    assert _check(LineCapture("f.py", 1, code, patterns, env), patterns[0], 0.001) is None
+
+
+def test_a_relu_written_as_a_maximum_keeps_its_pattern():
+    assert [p.template for p in _patterns(ast.parse("y = np.maximum(x, 0)"))] == [
+        "np.maximum(z, 0)"]
+
+
+def test_a_contraction_whose_sum_overflows_as_written_is_not_proposed():
+    # float16: the broadcast product overflows to inf where einsum's sum does not; an
+    # infinite difference is never within a rounding bound
+    env = {"np": np, "A": np.full((64, 2), 256.0, np.float16),
+           "B": np.full((2, 64), 256.0, np.float16)}
+    code = "y = (A[:, :, None] * B[None, :, :]).sum(axis=1)"
+    patterns = [p for p in _patterns(ast.parse(code)) if p.contraction is not None]
+    assert patterns
+    assert _check(LineCapture("f.py", 1, code, patterns, env), patterns[0], 0.001) is None

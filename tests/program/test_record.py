@@ -163,6 +163,24 @@ def test_a_lambdas_body_on_its_statements_line_is_not_captured_in_its_place(tmp_
     assert stat.hits == 2 and stat.capture.hit == 1 and stat.capture.values["W"] == 300
 
 
+def test_an_array_read_by_two_lines_is_counted_once_however_often_they_are_captured(
+        tmp_path):
+    path = _write(tmp_path, """\
+        import numpy as np
+        big = np.ones(1_000_000)
+        for _ in range(5):
+            s = big * 2.0
+            t = big + 1.0
+        """)
+    recorder, scope = _record(path)
+    rows = {line: stat for (_, line), stat in recorder.lines.items()}
+    assert rows[4].capture.hit == rows[5].capture.hit == 4
+    held = {id(v): v.nbytes for stat in recorder.lines.values() if stat.capture is not None
+            for v in stat.capture.values.values() if isinstance(v, np.ndarray)}
+    assert recorder.held == sum(held.values())
+    assert scope["big"].nbytes <= recorder.held < 2 * scope["big"].nbytes
+
+
 def test_a_capture_taken_again_beyond_the_budget_keeps_the_earlier_one(tmp_path):
     path = _write(tmp_path, """\
         import numpy as np

@@ -30,7 +30,7 @@ def _ns():
             "out": np.zeros((8, 6, 5)), "w": rng.random((8, 6))}
 
 
-def test_a_slice_assignment_writes_a_copy_and_its_strided_slices_become_names():
+def test_a_slice_assignment_writes_its_own_array_restored_and_its_slices_become_names():
     ns = _ns()
     before = ns["out"].copy()
     code = "out[:, :, k] = (u[:, :, k] +\n    2 * v[:, :, k - 1] + w)"
@@ -38,11 +38,14 @@ def test_a_slice_assignment_writes_a_copy_and_its_strided_slices_become_names():
     assert line is not None
     assert line.operands == ["out[:, :, k]", "u[:, :, k]", "v[:, :, k - 1]"]
     assert line.code == "_chokepoint_target[...] = u_0 + 2 * v_0 + w"
+    # as written, the line writes the array it was given, as the program's line does
+    assert np.shares_memory(line.as_written["_chokepoint_target"], ns["out"])
     for scope in (dict(line.as_written), dict(line.contiguous)):
         exec(line.code, scope)
         assert np.array_equal(scope["_chokepoint_target"],
                               ns["u"][:, :, 2] + 2 * ns["v"][:, :, 1] + ns["w"])
-    assert np.array_equal(ns["out"], before)  # the user's values: never written
+    line.restore()
+    assert np.array_equal(ns["out"], before)
     assert all(is_strided(line.as_written[n]) for n in ("u_0", "v_0"))
     assert not any(is_strided(line.contiguous[n]) for n in ("u_0", "v_0"))
 
@@ -72,3 +75,20 @@ def test_strided_slices_take_longer_than_contiguous_ones_from_memory_or_not():
     for cold in (True, False):
         written, contiguous = timed_layouts(line, cold=cold)
         assert np.median(written) > 2 * np.median(contiguous), (cold, written, contiguous)
+
+
+def test_a_line_that_rebinds_a_name_it_reads_runs_the_same_each_time():
+    a = np.random.default_rng(0).random((300, 40))
+    line = strided_line(Statement.parse("a = a[:, 3] / a[0, 3]"), {"a": a})
+    assert line is not None and line.operands == ["a[:, 3]"]
+    written, contiguous = timed_layouts(line, cold=False, samples=3)
+    assert len(written) == len(contiguous) == 3
+
+
+def test_a_recursion_over_columns_leaves_its_array_as_it_was():
+    y = np.random.default_rng(0).random((500, 60))
+    before = y.copy()
+    line = strided_line(Statement.parse("y[:, k] = 0.5 * y[:, k - 1] + 0.25 * y[:, k]"),
+                        {"y": y, "k": 9})
+    timed_layouts(line, cold=False, samples=3)
+    assert np.array_equal(y, before)

@@ -11,21 +11,22 @@ conventions differ), and timed against the code it replaces, side by side. ``b.s
 ``np.sum(b)`` of a boolean ``b`` are ``np.count_nonzero(b)``: NumPy converts each element to an
 integer to add it, count_nonzero counts bytes. ``np.argsort(a)[:, :k]`` sorts whole rows for
 their first ``k``: ``np.argpartition`` finds them in linear time, and a sort of those ``k``
-orders them. ``np.unique(a)`` sorts ``a``; where ``a`` holds non-negative integers of a range
-no larger than its size (category codes, labels), ``np.bincount`` counts them in one pass,
+orders them. ``np.unique(a)`` sorts ``a``; where ``a`` holds non-negative integers below its
+size or 65536 (category codes, labels), ``np.bincount`` counts them in one pass,
 and its nonzero counts are the unique values, their counts and (cumulated) the inverse. A
 product of broadcast operands summed along an axis, ``(A[:, :, None] * B[None, :, :]).sum(axis=1)``,
 is a contraction: ``np.einsum('ij,jk->ik', A, B, optimize=True)`` computes it without the
 broadcast temporary (through the matrix product where it is one). A NumPy function of an
 integer array whose values span a range far smaller than it (12-bit pixels, category codes),
 ``np.interp(q, xp, fp)`` or a ufunc, is evaluated once per value and looked up:
-``np.interp(np.arange(q.max() + 1, dtype=q.dtype), xp, fp)[q]``.
+``np.interp(np.arange(int(q.max()) + 1, dtype=q.dtype), xp, fp)[q]``.
 """
 
 from __future__ import annotations
 
 import ast
 import linecache
+import string
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -215,7 +216,9 @@ def _einsum_spec(factors: list[tuple[str, list[bool] | None]], ndims: list[int],
     if not -width <= axis < width:
         return None
     axis %= width
-    letters = "abcdefghijklmnopqrstuvwxyz"[:width]
+    if width > len(string.ascii_letters):
+        return None
+    letters = string.ascii_letters[:width]
     if not all(any(p[k] for p in placed) for k in range(width)):
         return None  # an axis of length 1 in the result: einsum would drop it
     inputs = ["".join(c for c, real in zip(letters, p, strict=True) if real) for p in placed]
@@ -223,22 +226,28 @@ def _einsum_spec(factors: list[tuple[str, list[bool] | None]], ndims: list[int],
 
 
 #: NumPy functions evaluated once per value of a small-range integer array and looked up: its
-#: ufuncs (elementwise, no state) and ``interp``
+#: ufuncs of one output and no core dimensions (elementwise, no state; any other argument must
+#: be a scalar) and ``interp`` (``xp`` and ``fp``: 1-D)
 _TABULATED = frozenset({"interp"}) | frozenset(
-    name for name in dir(np) if isinstance(getattr(np, name, None), np.ufunc))
+    name for name in dir(np) if isinstance(u := getattr(np, name, None), np.ufunc)
+    and u.nout == 1 and u.signature is None)
 #: an integer array is looked up where it has this many elements per value of its range
 TABLE_ELEMENTS_PER_VALUE = 8
 
 
 def _tabulated(node: ast.expr) -> ast.Name | None:
     """``q`` of ``np.interp(q, xp, fp)`` or ``np.exp(q)`` (a ufunc of NumPy's, ``q`` a name,
-    no keywords): a function of each element of ``q`` alone."""
+    no keywords, no positional ``out``, no calls in its arguments): a function of each
+    element of ``q`` alone where its other arguments are scalars (checked on their values)."""
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             and _is_np(node.func, node.func.attr) and node.func.attr in _TABULATED
             and node.args and isinstance(node.args[0], ast.Name) and not node.keywords
-            and not any(isinstance(a, ast.Starred) for a in node.args)):
+            and not any(isinstance(a, ast.Starred) for a in node.args)
+            and all(_plain(a) for a in node.args)):  # evaluated many times: no calls
         return None
-    return node.args[0]
+    func = getattr(np, node.func.attr)
+    arity = 3 if func is np.interp else func.nin
+    return node.args[0] if len(node.args) == arity else None  # no positional out=
 
 
 def _patterns(tree: ast.AST) -> list[_Pattern]:
@@ -254,9 +263,6 @@ def _patterns(tree: ast.AST) -> list[_Pattern]:
             # a broadcast product summed: a contraction, without the product's temporary
             found.append(_Pattern("einsum", {}, original=ast.unparse(node),
                                   contraction=node))
-        elif (q := _tabulated(node)) is not None:
-            # one evaluation per value of a small-range integer array, looked up
-            found.append(_Pattern("table", {"q": q}, original=ast.unparse(node), table=node))
         elif (unique := _unique(node)) is not None:
             # a sort to find values a count finds
             found.append(_Pattern("unique", {"a": unique[0]}, original=ast.unparse(node),
@@ -298,6 +304,10 @@ def _patterns(tree: ast.AST) -> list[_Pattern]:
                 found.append(_Pattern(f"np.where(h {op} 0, 0, d)",
                                       {"d": ast.parse(name, mode="eval").body, "h": h},
                                       in_place=name, original=ast.unparse(node)))
+        elif (q := _tabulated(node)) is not None:
+            # one evaluation per value of a small-range integer array, looked up (last: a
+            # ufunc that is a ReLU in disguise, np.maximum(x, 0), is that pattern)
+            found.append(_Pattern("table", {"q": q}, original=ast.unparse(node), table=node))
     return found
 
 
@@ -541,8 +551,12 @@ def _check_unique(capture_: LineCapture, p: _Pattern, min_time: float) -> dict |
     if "return_counts" in flags:
         results.append(f"{name}[{name} > 0]")
     replacement = results[0] if len(results) == 1 else f"({', '.join(results)})"
-    return _hoisted_rewrite(capture_, p, line, target, first, replacement, _same_arrays,
-                            min_time)
+    found = _hoisted_rewrite(capture_, p, line, target, first, replacement, _same_arrays,
+                             min_time)
+    if found is not None:
+        found["note"] = (f"for non-negative integers {a_code} (the counts have "
+                         f"{a_code}.max() + 1 entries)")
+    return found
 
 
 def _check_contraction(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
@@ -580,7 +594,8 @@ def _check_contraction(capture_: LineCapture, p: _Pattern, min_time: float) -> d
     try:
         with np.errstate(all="ignore"):
             ours, theirs = rewritten(), original()
-            bound = np.einsum(spec, np.abs(arrays[0]), np.abs(arrays[1]), optimize=True)
+            bound = np.einsum(spec, *(np.abs(a, dtype=np.float64) for a in arrays),
+                              optimize=True)
     except Exception:  # shapes einsum does not take (an axis broadcast from length 1)
         return None
     if not (isinstance(ours, np.ndarray) and isinstance(theirs, np.ndarray)
@@ -590,8 +605,10 @@ def _check_contraction(capture_: LineCapture, p: _Pattern, min_time: float) -> d
     views = [eval(_compiled(side), user_scope) for side in (product.left, product.right)]
     terms = np.broadcast_shapes(*(v.shape for v in views))[axis]
     tolerance = terms * np.finfo(theirs.dtype).eps * bound
-    with np.errstate(invalid="ignore"):
-        if not (np.abs(ours - theirs) <= tolerance).all():
+    with np.errstate(invalid="ignore", over="ignore"):
+        differ = ours != theirs
+        if not np.isfinite(ours[differ]).all() or not np.isfinite(theirs[differ]).all() \
+                or not (np.abs(ours.astype(np.float64) - theirs) <= tolerance).all():
             return None
     before, after = measure_interleaved([original, rewritten], min_time=min_time, repeats=5)
     if after.median * FASTER > before.median:
@@ -623,7 +640,14 @@ def _check_table(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | 
             or q.min() < 0 or (int(q.max()) + 1) * TABLE_ELEMENTS_PER_VALUE > q.size:
         return None
     call = ast.parse(p.original, mode="eval").body
-    call.args[0] = ast.parse(f"np.arange({name}.max() + 1, dtype={name}.dtype)",
+    try:  # the other arguments: scalars for a ufunc, 1-D xp and fp for np.interp
+        others = [np.ndim(eval(_compiled(a), capture_.env)) for a in p.table.args[1:]]
+    except Exception:
+        return None
+    if others != ([1, 1] if call.func.attr == "interp" else [0] * len(others)):
+        return None
+    # int(): q.max() + 1 in q's dtype wraps at its largest value (255 for uint8)
+    call.args[0] = ast.parse(f"np.arange(int({name}.max()) + 1, dtype={name}.dtype)",
                              mode="eval").body
     code = f"{ast.unparse(call)}[{name}]"
     ours_code, user = compile(code, "<pattern>", "eval"), _compiled(target)
@@ -650,7 +674,8 @@ def _check_table(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | 
                                      .visit(line)),
             "original_s": before.median, "measured_s": after.median,
             "speedup": before.median / after.median,
-            "note": f"for non-negative integers {name}", "values": "same values"}
+            "note": f"for non-negative integers {name} (the table has {name}.max() + 1 "
+                    "entries)", "values": "same values"}
 
 
 def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
@@ -723,7 +748,8 @@ def line_rewrites(captures: list[LineCapture], min_time: float = 0.02) -> list[d
             if key in seen:
                 continue
             seen.add(key)
-            found = _check(c, p, min_time)
+            with np.errstate(all="ignore"):  # the rewrites' values at inputs never seen
+                found = _check(c, p, min_time)
             if found is not None:
                 out.append(found)
     return out

@@ -293,8 +293,9 @@ def statement_part(statement: Statement, node: ast.AST) -> Statement | None:
     text = ast.get_source_segment(statement.source, shifted)
     if not text:
         return None
-    # an expression over several lines is inside brackets the node does not include
-    for code in (text, f"({text})") if "\n" in text else (text,):
+    # an expression over several lines is inside brackets the node does not include (tried
+    # first: without them a continuation at column 0, "a\n- b", parses as two statements)
+    for code in (f"({text})", text) if "\n" in text else (text,):
         try:
             return Statement.parse(code, filename=statement.filename, first_line=node.lineno)
         except (SyntaxError, ValueError):

@@ -401,10 +401,21 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     run_s = replay_s
     if fresh_saved:
         run_s = max(replay_s, float(np.median(times[variants.index(reused_memory)])) + fresh_saved)
-    excess = max(first_s - replay_s, line_s - stat.hits * run_s)
+    # values captured again at a later run (record.recaptured) are that run's work, which may
+    # not be the first run's nor the average's: they are compared with that run alone, and
+    # the share it took beyond its replay stands for the line's
+    again = stat.capture is not None and stat.capture.again and stat.capture.run_ns > 0
+    program_run_s = stat.capture.run_ns / 1e9 if again else per_hit
+    if again:
+        first_gap = 0.0
+        every = line_s * max(0.0, 1.0 - run_s / program_run_s)
+    else:
+        first_gap = first_s - replay_s
+        every = line_s - stat.hits * run_s
+    excess = max(first_gap, every)
     if max(stat.peak_growth, new_bytes) >= FIRST_USE_BYTES and excess > as_written.iqr \
-            and (first_s > FIRST_USE_RATIO * replay_s
-                 or line_s > FIRST_USE_RATIO * stat.hits * run_s):
+            and ((not again and first_s > FIRST_USE_RATIO * replay_s)
+                 or program_run_s > FIRST_USE_RATIO * run_s):
         causes.append(Cause("allocation", ledger.take(excess),
                             {"first_run_s": first_s, "replay_s": replay_s, "run_s": line_s,
                              "peak_growth": stat.peak_growth, "new_bytes": new_bytes,
@@ -414,8 +425,8 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     # line far slower than its replay, whose data stayed in the cache run after run
     # (:mod:`.strided`)
     line_strided = time.perf_counter() < run_deadline and _strided_cause(
-        st, replay, per_hit, replay_s, stat.hits, causes, ruled, ledger,
-        cold=per_hit > SLOWER_IN_RUN * replay_s)
+        st, replay, ns, program_run_s, replay_s, stat.hits, line_s, causes, ruled, notes,
+        ledger, cold=program_run_s > SLOWER_IN_RUN * replay_s)
 
     if threads > 1:
         one_thread = times[variants.index(_blas_limit)]
@@ -564,25 +575,34 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                                                  "flops")} for r in rows])
 
 
-def _strided_cause(st: _statements.Statement, replay, per_hit: float, replay_s: float,
-                   hits: int, causes: list[Cause], ruled: list[dict], ledger: _Ledger, *,
+def _strided_cause(st: _statements.Statement, replay, ns: dict, program_run_s: float,
+                   replay_s: float, hits: int, line_s: float, causes: list[Cause],
+                   ruled: list[dict], notes: list[str], ledger: _Ledger, *,
                    cold: bool) -> bool:
     """The line as written against its strided slices contiguous (``cold``: the caches
-    emptied before each run): a strided-access cause (True) where that measured faster, and
-    what it saves of the program's runs (at most what they took beyond the contiguous runs)."""
-    line = strided_line(st, replay.namespace())
-    if line is None:
+    emptied before each run), on ``ns`` (the replay's own copies, left as they were): a
+    strided-access cause (True) where that measured faster, as the share of a run in the
+    program (``program_run_s``) it saves, at most what that run took beyond the contiguous
+    one."""
+    try:
+        line = strided_line(st, ns)
+        if line is None:
+            return False
+        written, contiguous = timed_layouts(line, cold)
+    except Exception as exc:  # MemoryError included: the line's other measurements stand
+        notes.append(f"its strided slices could not be timed contiguous: "
+                     f"{type(exc).__name__}: {exc}")
         return False
-    written, contiguous = timed_layouts(line, cold)
     numbers = {"written_s": float(np.median(written)),
                "contiguous_s": float(np.median(contiguous)), "cold": cold,
-               "run_per_hit_s": per_hit, "replay_s": replay_s, "operands": line.operands,
+               "run_per_hit_s": program_run_s, "replay_s": replay_s, "operands": line.operands,
                "strided_bytes": line.strided_bytes, "hits": hits, "line": True}
-    saved = min(per_hit, numbers["written_s"]) - numbers["contiguous_s"]
+    saved = min(program_run_s, numbers["written_s"]) - numbers["contiguous_s"]
     if saved <= 0 or not significant(written, contiguous):
         ruled.append({"kind": "strided-access", **numbers})
         return False
-    causes.append(Cause("strided-access", ledger.take(saved * hits), numbers))
+    causes.append(Cause("strided-access", ledger.take(line_s * saved / program_run_s),
+                        numbers))
     return True
 
 

@@ -234,6 +234,13 @@ class Capture:
     prints: dict[str, np.ndarray] = field(default_factory=dict)
     hit: int = 1  # which execution of the statement
     code: object = field(default=None, repr=False)  # the code object of the frame it ran in
+    start_ns: int = 0  # the statement's own time before that execution
+    run_ns: int = 0  # that execution's own time (the hook's cost in it included)
+
+    @property
+    def again(self) -> bool:
+        """Taken again by reference at a later execution (its work may not be the first's)."""
+        return not self.copied and self.hit > 1
 
     def changed_since(self) -> list[str]:
         """Names of arrays whose values differ from their fingerprint now."""
@@ -350,8 +357,8 @@ class Recorder:
                  compiled: bool = True):
         self.include = tuple(os.path.realpath(p) for p in include)
         self.budget_bytes = budget_bytes
-        self.held = 0
-        self.held_ids: set[int] = set()
+        self.held = 0  # bytes of the arrays the captures hold, each array once
+        self.held_ids: dict[int, int] = {}  # id of an array held -> how many captures hold it
         self.lines: dict[tuple[str, int], LineStat] = {}
         self._maps: dict[str, SourceMap] = {}
         #: id(code) -> (code, whether it is the user's): by identity, as _code_lines (equal
@@ -555,6 +562,7 @@ class Recorder:
         global_ns = frame.f_globals
         values: dict[str, object] = {}
         new_bytes = 0
+        counted: set[int] = set()
         for name in names:
             if name in local_ns:
                 value = local_ns[name]
@@ -566,8 +574,9 @@ class Recorder:
                 if copy or value.nbytes <= SMALL_COPY:
                     value = value.copy()
                     new_bytes += value.nbytes
-                elif id(value) not in self.held_ids:
+                elif id(value) not in self.held_ids and id(value) not in counted:
                     new_bytes += value.nbytes
+                counted.add(id(value))
             values[name] = value
         if again is not None and self.held + new_bytes > self.budget_bytes:
             self._hold(again)  # the earlier capture stays
@@ -579,7 +588,7 @@ class Recorder:
                             f"{self.budget_bytes / 2**20:.0f} MiB left to it)")
             return None
         capture = Capture(values=values, globals=global_ns, copied=copy, nbytes=new_bytes,
-                          hit=stat.hits, code=frame.f_code)
+                          hit=stat.hits, code=frame.f_code, start_ns=stat.ns)
         self._hold(capture)
         if not copy:
             capture.prints = {n: fingerprint(v) for n, v in values.items()
@@ -602,6 +611,8 @@ class Recorder:
             return
         top[4] = None
         stat = top[1]
+        if stat is not None:
+            capture.run_ns = stat.ns - capture.start_ns
         if stat is None or capture.copied:
             return
         if capture.changed_since():
@@ -610,15 +621,26 @@ class Recorder:
             self._release(capture)
 
     def _hold(self, capture: Capture) -> None:
-        """The budget ``capture`` holds, taken."""
-        self.held += capture.nbytes
-        self.held_ids.update(id(v) for v in capture.values.values() if isinstance(v, np.ndarray))
+        """The arrays ``capture`` holds, counted: each array's bytes once, however many
+        captures hold it."""
+        for v in capture.values.values():
+            if isinstance(v, np.ndarray):
+                holders = self.held_ids.get(id(v), 0)
+                if not holders:
+                    self.held += v.nbytes
+                self.held_ids[id(v)] = holders + 1
 
     def _release(self, capture: Capture) -> None:
-        """The budget ``capture`` held, given back."""
-        self.held -= capture.nbytes
-        self.held_ids.difference_update(
-            id(v) for v in capture.values.values() if isinstance(v, np.ndarray))
+        """The arrays ``capture`` held, given back (their bytes, where no other capture holds
+        them)."""
+        for v in capture.values.values():
+            if isinstance(v, np.ndarray):
+                holders = self.held_ids.get(id(v), 0) - 1
+                if holders > 0:
+                    self.held_ids[id(v)] = holders
+                else:
+                    self.held_ids.pop(id(v), None)
+                    self.held -= v.nbytes
 
     # -- running --------------------------------------------------------------------------------
 

@@ -1,10 +1,13 @@
 """A line's strided slices, measured on the whole line, where the program meets them.
 
 A slice such as ``u[:, :, k]`` of a C-order array reads one element of each cache line it
-touches. The line is timed as written and with each strided slice it reads a contiguous copy
-(and, where it assigns into a strided slice, a contiguous buffer as its target): one thing
-changed, the operands' layout. The difference is what laying the arrays out with that axis
-last would save. Replayed alone, run after run, a strided slice's cache lines stay in the
+touches. The line is timed as written (reading and writing the same arrays as the program's
+line) and with each strided slice it reads a contiguous copy (and, where it assigns into a
+strided slice, a contiguous buffer as its target): the operands' layout changed, as laying the
+arrays out with that axis last would change it (the slices of one array then lie in separate
+rows, as the copies do). The difference is what that layout would save.
+
+Replayed alone, run after run, a strided slice's cache lines stay in the
 cache; in a program's loop the other lines' arrays may evict them, and each run reads them from
 memory again (a vertical advection stencil's line: 186 us a run replayed, 775 us in the
 program). Where the program ran the line far slower than its replay, both are timed with the
@@ -60,19 +63,27 @@ class StridedLine:
 
     code: str  # the statement, each lifted slice a name (its target ``_TARGET[...]``)
     operands: list[str]  # the user's code of each strided slice (the target's first)
-    as_written: dict = field(repr=False)  # the slices themselves (the target: of a copy)
-    contiguous: dict = field(repr=False)  # contiguous copies of them
+    as_written: dict = field(repr=False)  # the slices themselves, views of the namespace's
+    contiguous: dict = field(repr=False)  # contiguous copies of them (a buffer as the target)
+    kept: np.ndarray | None = field(default=None, repr=False)  # the target's values before
 
     @property
     def strided_bytes(self) -> int:
         return sum(v.nbytes for k, v in self.as_written.items()
-                   if k not in self.contiguous or self.contiguous[k] is not v)
+                   if k in self.contiguous and self.contiguous[k] is not v)
+
+    def restore(self) -> None:
+        """The target's values as they were (runs write it, and may read it)."""
+        if self.kept is not None:
+            np.copyto(self.as_written[_TARGET], self.kept)
 
 
 def strided_line(statement: Statement, ns: dict) -> StridedLine | None:
     """The line as :class:`StridedLine` where it reads or writes a strided basic slice of a
-    name (``name = value`` or ``name[index] = value``); None otherwise. ``ns`` is not
-    changed: the target is a slice of a copy of its array."""
+    name (``name = value`` or ``name[index] = value``); None otherwise. As written, the line
+    reads and writes the arrays of ``ns`` as the program's line does (a recursion's
+    ``y[:, k] = ... y[:, k - 1]``: one array); :meth:`StridedLine.restore` puts back what it
+    writes."""
     tree = statement.tree
     into = slice_assignment(statement)
     if into is not None:
@@ -88,21 +99,17 @@ def strided_line(statement: Statement, ns: dict) -> StridedLine | None:
         return None
     strided = {name for name, v in views.items() if is_strided(v)}
     as_written = dict(ns) | views
-    contiguous = dict(as_written) | {n: np.ascontiguousarray(views[n]) for n in strided}
+    contiguous = as_written | {n: np.ascontiguousarray(views[n]) for n in strided}
     operands = [args[n] for n in sorted(strided)]
+    kept = None
     if target_code is not None:
-        node = ast.parse(target_code, mode="eval").body
-        base = ns.get(node.value.id)
-        if not isinstance(base, np.ndarray):
-            return None
-        # writes into a copy of its array, so that runs do not read what earlier runs wrote
-        own = dict(ns) | {node.value.id: base.copy(order="K")}
         try:
-            target = eval(target_code, own)
+            target = eval(target_code, dict(ns))
         except Exception:
             return None
         if not isinstance(target, np.ndarray):
             return None
+        kept = target.copy()
         as_written[_TARGET] = target
         contiguous[_TARGET] = np.empty_like(target, order="C") if is_strided(target) else target
         if is_strided(target):
@@ -112,18 +119,25 @@ def strided_line(statement: Statement, ns: dict) -> StridedLine | None:
         code = f"{is_simple_name_assign(tree)} = {lifted}"
     if not operands:
         return None
-    return StridedLine(code, operands, as_written, contiguous)
+    return StridedLine(code, operands, as_written, contiguous, kept)
 
 
 def timed_layouts(line: StridedLine, cold: bool,
                   samples: int = 7) -> tuple[list[float], list[float]]:
     """Seconds of one run of the line as written and on contiguous operands, the two
-    alternating; ``cold``: each run after the caches were emptied, else run after run."""
+    alternating, the target's values restored before each run; ``cold``: the caches emptied
+    after that. Each run binds its names afresh (a line that rebinds a name it reads runs
+    the same every time)."""
     code = compile(line.code, "<strided>", "exec")
     scope = dict(line.as_written)
 
     def run() -> None:
-        exec(code, scope)
+        exec(code, scope, {})
+
+    def restore() -> None:
+        line.restore()
+        if cold:
+            evict()
 
     @contextlib.contextmanager
     def contiguous() -> Iterator[None]:
@@ -135,8 +149,10 @@ def timed_layouts(line: StridedLine, cold: bool,
 
     settings: list[Callable[[], contextlib.AbstractContextManager]] = [
         contextlib.nullcontext, contiguous]
-    with np.errstate(all="ignore"):
-        as_written, on_contiguous = timed_under(
-            run, settings, restore=evict if cold else lambda: None, mutates=cold,
-            samples=samples)
+    try:
+        with np.errstate(all="ignore"):
+            as_written, on_contiguous = timed_under(run, settings, restore=restore,
+                                                    mutates=True, samples=samples)
+    finally:
+        line.restore()
     return as_written, on_contiguous

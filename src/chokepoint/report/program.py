@@ -204,8 +204,10 @@ def _headline_lines(r) -> list[str]:
     if top["analysed"]:
         left = top["time_s"] - sum(c["seconds"] for c in top["causes"])
         if left > 0.25 * top["time_s"]:
+            rewritten = (": the rewrite below measured what another formulation saves"
+                         if top["rewrite"] else "")
             out.append(f"  not explained: {_ms(left)} of its {_ms(top['time_s'])} (no probe "
-                       "measured a cause for it)")
+                       f"measured a cause for it{rewritten})")
     loop = next((lp for lp in r.loops if top["loop"] == lp["source"]
                  or top["source"] == lp["source"]), None)
     if loop and top["cause"] == "overhead":
