@@ -50,6 +50,16 @@ PROGRAMS = {
             row = x[i]
             y[i] = np.sqrt(row @ row) + row.max()
         """,
+    # NumPy's own Python functions in a loop (np.linalg.solve runs about 20 library
+    # functions and 90 of their lines a call): their line events, or none since their lines
+    # are turned off in the C hook
+    "library functions (np.linalg, np.median; 5,000)": """
+        import numpy as np
+        S, v, w = np.array([[2.0, 0.5], [0.5, 1.0]]), np.array([1.0, 2.0]), np.arange(32.0)
+        total = 0.0
+        for i in range(5000):
+            total += np.linalg.solve(S, v)[0] + np.log(np.linalg.det(S)) + np.median(w)
+        """,
     # pure Python: the hook's own cost per line event, with nothing to hide it (200,000
     # iterations of three trivial lines), at module level and in a function (where a Python
     # hook's trampoline also copies the locals to a dict and back at every event)

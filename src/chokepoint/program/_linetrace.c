@@ -94,6 +94,7 @@ typedef struct {
 
 static PyObject *s_call, *s_line, *s_return, *s_exception; /* the events' names */
 static PyObject *s_f_trace; /* the frame attribute set at each call of the user's code */
+static PyObject *s_f_trace_lines; /* off for a library function's frame while it runs */
 
 /* the clock of time.perf_counter_ns(): the Python hook reads it too */
 static inline long long
@@ -380,7 +381,9 @@ trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
             PyObject *stat = top != NULL ? PyList_GET_ITEM(top, E_STAT) : NULL;
             if (stat != NULL && PyObject_TypeCheck(stat, &CountsType))
                 ((Counts *)stat)->library_calls += 1;
-            done = 1;
+            /* no line events for its lines (NumPy's np.linalg.solve runs dozens: each a call
+             * of this hook, more than the function's own work), until it returns or yields */
+            done = PyObject_SetAttr((PyObject *)frame, s_f_trace_lines, Py_False) < 0 ? -1 : 1;
         }
         else if (user == NULL && PyErr_Occurred())
             done = -1;
@@ -398,10 +401,17 @@ trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
             return 0;
         if (PyList_GET_ITEM(top, E_FRAME) != (PyObject *)frame) {
             /* not the traced frame on top (the Python hook ignores it too): a line of a
-             * library function the statement on top called, counted for the hook's cost */
+             * library function the statement on top called (on its first call, before its
+             * lines were turned off), counted for the hook's cost; its return turns its
+             * lines on again, so that nothing of it outlives the recording */
             PyObject *stat = PyList_GET_ITEM(top, E_STAT);
             if (what == PyTrace_LINE && PyObject_TypeCheck(stat, &CountsType))
                 ((Counts *)stat)->library_lines += 1;
+            if (what == PyTrace_RETURN
+                && PyObject_SetAttr((PyObject *)frame, s_f_trace_lines, Py_True) < 0) {
+                PyEval_SetTrace(NULL, NULL);
+                return -1;
+            }
             return 0;
         }
         if (what != PyTrace_LINE) /* a line of the same statement leaves it open */
@@ -596,7 +606,8 @@ PyInit__linetrace(void)
         || (s_line = PyUnicode_InternFromString("line")) == NULL
         || (s_return = PyUnicode_InternFromString("return")) == NULL
         || (s_exception = PyUnicode_InternFromString("exception")) == NULL
-        || (s_f_trace = PyUnicode_InternFromString("f_trace")) == NULL)
+        || (s_f_trace = PyUnicode_InternFromString("f_trace")) == NULL
+        || (s_f_trace_lines = PyUnicode_InternFromString("f_trace_lines")) == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

@@ -153,10 +153,13 @@ import numpy as np
 
 def numpy_calls(n):
     v = np.arange(32.0)
+    s, w = np.array([[2.0, 0.5], [0.5, 1.0]]), np.array([1.0, 2.0])
     for i in range(n // 64):
         np.median(v)
         np.percentile(v, 90)
         np.std(v)
+        np.linalg.solve(s, w)
+        np.linalg.det(s)
 
 def loop(n):
     x = 0
@@ -401,11 +404,12 @@ class Recorder:
         exec(compile(_LIBRARY_CODE, _CALIBRATION_LIBRARY, "exec"), scope)
         event = self._calibrate(scope["loop"], None, "events")
         if self.compiled:
-            # the C hook sees each line of a library's function: the tracing of its lines,
-            # its calls included, priced per line on NumPy's own Python functions (a trivial
-            # function's lines cost a third of theirs)
-            call, line = 0.0, self._calibrate(scope["numpy_calls"], None, "library_lines",
-                                              event)
+            # the C hook turns a library function's line events off while it runs (after its
+            # first call): its call, its return and the tracing of its instructions, priced
+            # per call on NumPy's own Python functions, large (np.median) and small (those
+            # np.linalg.solve calls); the few lines of first calls as events
+            call, line = self._calibrate(scope["numpy_calls"], None, "library_calls",
+                                         event), event
         else:
             call, line = self._calibrate(scope["calling"], scope["library"], "library_calls",
                                          event), 0.0
