@@ -140,6 +140,9 @@ def test_a_line_whose_work_grows_is_captured_again_at_its_2nd_4th_8th_run(tmp_pa
     stat = recorder.lines[(str(path), 4)]
     assert stat.hits == 20 and not stat.capture.copied
     assert stat.capture.hit == 16 and stat.capture.values["paths"].shape == (1000, 16)
+    # its work grew: the first capture read 1000 x 1 float64, this one 1000 x 16
+    assert stat.first_bytes == 8000 and stat.capture.input_bytes == 128_000
+    assert 0 < stat.capture.run_ns <= stat.ns
     # the earlier captures' arrays are no longer held, nor counted
     assert recorder.held == sum(s.capture.nbytes for s in recorder.lines.values()
                                 if s.capture is not None)

@@ -401,11 +401,14 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     run_s = replay_s
     if fresh_saved:
         run_s = max(replay_s, float(np.median(times[variants.index(reused_memory)])) + fresh_saved)
-    # values captured again at a later run (record.recaptured) are that run's work, which may
-    # not be the first run's nor the average's: they are compared with that run alone, and
-    # the share it took beyond its replay stands for the line's
-    again = stat.capture is not None and stat.capture.again and stat.capture.run_ns > 0
-    program_run_s = stat.capture.run_ns / 1e9 if again else per_hit
+    # values captured again at a later run (record.recaptured) whose arrays are not the size
+    # the first run read are that run's work, not the first run's nor the average's: they are
+    # compared with that run alone, and the share it took beyond its replay stands for the
+    # line's
+    capture = stat.capture
+    again = (capture is not None and not capture.copied and capture.hit > 1
+             and capture.run_ns > 0 and capture.input_bytes != stat.first_bytes)
+    program_run_s = capture.run_ns / 1e9 if again else per_hit
     if again:
         first_gap = 0.0
         every = line_s * max(0.0, 1.0 - run_s / program_run_s)
@@ -419,7 +422,9 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
         causes.append(Cause("allocation", ledger.take(excess),
                             {"first_run_s": first_s, "replay_s": replay_s, "run_s": line_s,
                              "peak_growth": stat.peak_growth, "new_bytes": new_bytes,
-                             "hits": stat.hits, "first_use": True}))
+                             "hits": stat.hits, "first_use": True,
+                             **({"captured_hit": capture.hit, "captured_run_s": program_run_s,
+                                 "compared_s": run_s} if again else {})}))
 
     # strided slices, the whole line on contiguous ones: from memory where the program ran the
     # line far slower than its replay, whose data stayed in the cache run after run

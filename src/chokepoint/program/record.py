@@ -239,11 +239,8 @@ class Capture:
     code: object = field(default=None, repr=False)  # the code object of the frame it ran in
     start_ns: int = 0  # the statement's own time before that execution
     run_ns: int = 0  # that execution's own time (the hook's cost in it included)
+    input_bytes: int = 0  # the bytes of the arrays it read then
 
-    @property
-    def again(self) -> bool:
-        """Taken again by reference at a later execution (its work may not be the first's)."""
-        return not self.copied and self.hit > 1
 
     def changed_since(self) -> list[str]:
         """Names of arrays whose values differ from their fingerprint now."""
@@ -316,6 +313,7 @@ class LineStat(Counts):
     over_budget: bool = False  # not captured: the capture budget was spent
     mutates: bool = False  # its first execution changed what it read
     first_ns: int = 0  # its first execution's own time
+    first_bytes: int = -1  # the bytes of the arrays its first capture read (-1: none)
     peak_growth: int = 0  # bytes the process's peak memory grew by during its first execution
 
 
@@ -592,7 +590,11 @@ class Recorder:
                             f"{self.budget_bytes / 2**20:.0f} MiB left to it)")
             return None
         capture = Capture(values=values, globals=global_ns, copied=copy, nbytes=new_bytes,
-                          hit=stat.hits, code=frame.f_code, start_ns=stat.ns)
+                          hit=stat.hits, code=frame.f_code, start_ns=stat.ns,
+                          input_bytes=sum(v.nbytes for v in values.values()
+                                          if isinstance(v, np.ndarray)))
+        if stat.first_bytes < 0:
+            stat.first_bytes = capture.input_bytes
         self._hold(capture)
         if not copy:
             capture.prints = {n: fingerprint(v) for n, v in values.items()

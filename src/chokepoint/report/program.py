@@ -49,6 +49,15 @@ def cause_evidence(cause: dict) -> str:
     kind = cause["kind"]
     hits = cause.get("hits", 1)
     per = f" ({_runs(hits)})" if hits > 1 else ""
+    if cause.get("first_use") and "captured_hit" in cause:
+        return (f"its run {cause['captured_hit']} (whose values were replayed) took "
+                f"{_ms(cause['captured_run_s'])} in the program and made "
+                f"{_mb(cause['new_bytes'])} of new memory; replayed"
+                + (", with the page faults of fresh memory measured above"
+                   if cause["compared_s"] > cause["replay_s"] else "")
+                + f", {_ms(cause['compared_s'])}: "
+                f"{_ms(cause['seconds'])} of its {_runs(hits)} went to pages used for the "
+                "first time (or taken back by the OS since)")
     if cause.get("first_use"):
         grew = (f"grew the process by {_mb(cause['peak_growth'])}"
                 if cause["peak_growth"] >= cause.get("new_bytes", 0) else
