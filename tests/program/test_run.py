@@ -604,3 +604,23 @@ def test_the_first_k_of_a_whole_sort_get_a_partition(tmp_path, roof):
         "nearest = np.take_along_axis(part, np.argsort(np.take_along_axis(D, part, axis=-1), "
         "axis=-1), axis=-1)")
     assert line["rewrite"]["values"] == "same values" and line["rewrite"]["speedup"] > 1.5
+
+
+def test_lines_within_a_sixth_of_the_headlines_recoverable_time_are_named_close_behind():
+    from chokepoint.program.summary import ProgramReport
+    from chokepoint.report.program import program_text
+
+    def line(n, recoverable):
+        return {"source": f"p.py:{n}", "code": f"x{n} = 1", "hits": 1, "time_s": recoverable,
+                "recoverable_s": recoverable, "floor_s": 0.0, "share": 0.1, "cause": None,
+                "rewrite": None, "causes": [], "ruled_out": [], "analysed": False,
+                "why_not": None, "notes": [], "loop": None, "grows": None}
+
+    lines = [line(1, 0.346), line(2, 0.321), line(3, 0.296), line(4, 0.29), line(5, 0.2)]
+    report = ProgramReport(program="p.py", argv=[], exit_status=0, wall_s=2.0,
+                           recording_s=0.0, probing_s=0.0, machine={}, lines=lines)
+    assert report.headline["close"] == ["p.py:2", "p.py:3"]
+    assert "close behind (which comes first may change from run to run): p.py:2 (321 ms), " \
+           "p.py:3 (296 ms)" in program_text(report, width=200)
+    report.lines = [line(1, 0.3), line(2, 0.1)]
+    assert report.headline["close"] == []

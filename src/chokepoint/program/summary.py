@@ -23,7 +23,7 @@ from .joined import producer_of
 from .record import LineStat, Recorder
 from .replay import ReplayError, grown_name
 
-__all__ = ["LITTLE", "SCHEMA", "ProgramReport", "analyse_program"]
+__all__ = ["CLOSE", "LITTLE", "SCHEMA", "ProgramReport", "analyse_program"]
 
 SCHEMA = 1
 #: the lines replayed are the slowest ones holding this share of the lines' time...
@@ -37,6 +37,8 @@ CAUSE_SHARE = 0.25
 #: below this share of the run, all the lines' recoverable time together is "little to recover"
 #: (the report then names the slowest line before the headline)
 LITTLE = 0.1
+#: lines whose recoverable time is within this share of the headline's are named beside it
+CLOSE = 0.15
 #: each line's own operation probes and rewrites start within this share of the budget
 LINE_BUDGET = 0.25
 #: how the per-operation probes time things in a run (shorter than explain's own)
@@ -98,9 +100,13 @@ class ProgramReport:
         top = self.lines[0] if self.lines else None
         if top is None:
             return {"source": None, "cause": None, "recoverable_s": 0.0, "rewrite": None}
+        # lines whose recoverable time is this close are a tie: which comes first moves with
+        # the machine's noise from run to run
+        close = [line["source"] for line in self.lines[1:4]
+                 if line["recoverable_s"] >= (1 - CLOSE) * top["recoverable_s"] > 0]
         return {"source": top["source"], "code": top["code"], "cause": top["cause"],
                 "recoverable_s": top["recoverable_s"], "time_s": top["time_s"],
-                "rewrite": top["rewrite"]}
+                "rewrite": top["rewrite"], "close": close}
 
     def to_dict(self) -> dict:
         """JSON-ready (schema 1, documented in docs/run.md)."""

@@ -208,6 +208,11 @@ def _headline_lines(r) -> list[str]:
            f"  {_ms(top['time_s'])} ({_pct(top['share'])} of the run) in {_runs(top['hits'])}; "
            f"floor {_floor(top)}; recoverable "
            f"{_ms(top['recoverable_s'])}"]
+    if h.get("close"):
+        recoverable_of = {line["source"]: line["recoverable_s"] for line in r.lines}
+        out.append("  close behind (which comes first may change from run to run): "
+                   + ", ".join(f"{source} ({_ms(recoverable_of[source])})"
+                               for source in h["close"]))
     for cause in top["causes"][:3]:
         out.append(f"  {cause['kind']} ({_ms(cause['seconds'])}): {cause_evidence(cause)}")
     if top["analysed"]:
