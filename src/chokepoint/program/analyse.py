@@ -430,8 +430,8 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     # line far slower than its replay, whose data stayed in the cache run after run
     # (:mod:`.strided`)
     line_strided = time.perf_counter() < run_deadline and _strided_cause(
-        st, replay, ns, program_run_s, replay_s, stat.hits, line_s, causes, ruled, notes,
-        ledger, cold=program_run_s > SLOWER_IN_RUN * replay_s)
+        st, ns, program_run_s, replay_s, stat.hits, line_s, causes, ruled, notes, ledger,
+        cold=program_run_s > SLOWER_IN_RUN * replay_s)
 
     if threads > 1:
         one_thread = times[variants.index(_blas_limit)]
@@ -580,7 +580,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                                                  "flops")} for r in rows])
 
 
-def _strided_cause(st: _statements.Statement, replay, ns: dict, program_run_s: float,
+def _strided_cause(st: _statements.Statement, ns: dict, program_run_s: float,
                    replay_s: float, hits: int, line_s: float, causes: list[Cause],
                    ruled: list[dict], notes: list[str], ledger: _Ledger, *,
                    cold: bool) -> bool:
@@ -603,7 +603,7 @@ def _strided_cause(st: _statements.Statement, replay, ns: dict, program_run_s: f
                "run_per_hit_s": program_run_s, "replay_s": replay_s, "operands": line.operands,
                "strided_bytes": line.strided_bytes, "hits": hits, "line": True}
     saved = min(program_run_s, numbers["written_s"]) - numbers["contiguous_s"]
-    if saved <= 0 or not significant(written, contiguous):
+    if saved <= 0 or program_run_s <= 0 or not significant(written, contiguous):
         ruled.append({"kind": "strided-access", **numbers})
         return False
     causes.append(Cause("strided-access", ledger.take(line_s * saved / program_run_s),

@@ -241,7 +241,6 @@ class Capture:
     run_ns: int = 0  # that execution's own time (the hook's cost in it included)
     input_bytes: int = 0  # the bytes of the arrays it read then
 
-
     def changed_since(self) -> list[str]:
         """Names of arrays whose values differ from their fingerprint now."""
         if self.copied:
