@@ -184,6 +184,28 @@ def test_an_array_read_by_two_lines_is_counted_once_however_often_they_are_captu
     assert scope["big"].nbytes <= recorder.held < 2 * scope["big"].nbytes
 
 
+def test_a_recursive_statement_gives_its_budget_back_once(tmp_path):
+    # the inner call's run of the statement took its capture again while the outer run's was
+    # still open: the outer one, finished last, was released a second time (held went negative)
+    path = _write(tmp_path, """\
+        import numpy as np
+        def f(a, d):
+            if d == 0:
+                a += 1.0
+                return
+            f(a, d - 1)
+        a = np.zeros(1_000_000)
+        f(a, 2)
+        """)
+    recorder, _ = _record(path)
+    # a capture whose statement changed what it read is given back (a copy is to come)
+    held = {id(v): v.nbytes for stat in recorder.lines.values()
+            if stat.capture is not None and not stat.capture.released
+            for v in stat.capture.values.values() if isinstance(v, np.ndarray)}
+    assert recorder.held == sum(held.values()) >= 0
+    assert set(recorder.held_ids) == set(held)
+
+
 def test_a_capture_taken_again_beyond_the_budget_keeps_the_earlier_one(tmp_path):
     path = _write(tmp_path, """\
         import numpy as np
@@ -424,3 +446,30 @@ def test_a_recording_inside_a_recording_hands_the_thread_back_to_the_outer_one(t
     hits = {line: s.hits for (_, line), s in outer.lines.items()}
     assert hits[4] == 6  # its first and third calls (the inner recording took the second)
     assert {line: s.hits for (_, line), s in inner.lines.items()}[4] == 3
+
+
+def test_a_library_frame_has_its_line_events_back_after_the_recording():
+    # the C hook turns a library function's lines off while it runs; a generator resumed with
+    # nothing of the user's on the stack kept them off after the recording (a tracer installed
+    # afterwards saw none of its lines)
+    scope = {}
+    exec(compile("def gen():\n    for i in range(5):\n        yield i\n", "<lib>", "exec"),
+         scope)
+    g = scope["gen"]()
+    recorder = Recorder(compiled=HOOK["compiled"])
+    recorder.start()
+    next(g), next(g), next(g)
+    recorder.stop()
+    lines = []
+
+    def tracer(frame, event, arg):
+        if frame.f_code is g.gi_code and event == "line":
+            lines.append(frame.f_lineno)
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        next(g)
+    finally:
+        sys.settrace(None)
+    assert lines

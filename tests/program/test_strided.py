@@ -55,6 +55,7 @@ def test_a_slice_assignment_writes_its_own_array_restored_and_its_slices_become_
     ("x = u[1] * 2", None),  # contiguous rows
     ("out[1] = u[:, :, k]", ["u[:, :, k]"]),  # the target is not strided
     ("out[:, :, k] = 0.5", ["out[:, :, k]"]),
+    ("out[:, :, k] += 2 * u[:, :, k]", ["out[:, :, k]", "u[:, :, k]"]),
     ("print(u[:, :, k])", None),  # not an assignment
     ("x = u[:, :, f()]", None),  # not a basic slice
 ])
@@ -91,4 +92,16 @@ def test_a_recursion_over_columns_leaves_its_array_as_it_was():
     line = strided_line(Statement.parse("y[:, k] = 0.5 * y[:, k - 1] + 0.25 * y[:, k]"),
                         {"y": y, "k": 9})
     timed_layouts(line, cold=False, samples=3)
+    assert np.array_equal(y, before)
+
+
+def test_an_augmented_assignment_into_a_strided_slice_adds_to_it_and_is_put_back():
+    y = np.random.default_rng(0).random((50, 6))
+    before = y.copy()
+    line = strided_line(Statement.parse("y[:, k] += 0.5 * y[:, k - 1]"), {"y": y, "k": 3})
+    assert line.code == "_chokepoint_target[...] += 0.5 * y_0"
+    scope = dict(line.as_written)
+    exec(line.code, scope, {})
+    assert np.array_equal(y[:, 3], before[:, 3] + 0.5 * before[:, 2])
+    line.restore()
     assert np.array_equal(y, before)

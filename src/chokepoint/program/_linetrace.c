@@ -397,15 +397,13 @@ trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     }
     else if (what == PyTrace_LINE || what == PyTrace_RETURN || what == PyTrace_EXCEPTION) {
         PyObject *top = top_entry(self);
-        if (top == NULL)
-            return 0;
-        if (PyList_GET_ITEM(top, E_FRAME) != (PyObject *)frame) {
+        if (top == NULL || PyList_GET_ITEM(top, E_FRAME) != (PyObject *)frame) {
             /* not the traced frame on top (the Python hook ignores it too): a line of a
              * library function the statement on top called (on its first call, before its
              * lines were turned off), counted for the hook's cost; its return turns its
              * lines on again, so that nothing of it outlives the recording */
-            PyObject *stat = PyList_GET_ITEM(top, E_STAT);
-            if (what == PyTrace_LINE && PyObject_TypeCheck(stat, &CountsType))
+            PyObject *stat = top != NULL ? PyList_GET_ITEM(top, E_STAT) : NULL;
+            if (what == PyTrace_LINE && stat != NULL && PyObject_TypeCheck(stat, &CountsType))
                 ((Counts *)stat)->library_lines += 1;
             if (what == PyTrace_RETURN
                 && PyObject_SetAttr((PyObject *)frame, s_f_trace_lines, Py_True) < 0) {

@@ -392,6 +392,22 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
         fresh_saved = _fresh_memory(times, faults, variants, stat, per_hit, new_bytes,
                                     model.temporaries, causes, ruled, ledger)
 
+    # values captured again at a later run (record.recaptured) whose arrays are not the size
+    # the first run read are that run's work, not the first run's nor the average's: they are
+    # compared with that run alone, and the share it took beyond its replay stands for the
+    # line's
+    capture = stat.capture
+    again = (capture is not None and not capture.copied and capture.hit > 1
+             and capture.run_ns > 0 and capture.input_bytes != stat.first_bytes)
+    program_run_s = capture.run_ns / 1e9 if again else per_hit
+
+    # strided slices, the whole line on contiguous ones: from memory where the program ran the
+    # line far slower than its replay, whose data stayed in the cache run after run
+    # (:mod:`.strided`); measured before first use, which is what is left of that gap
+    line_strided = time.perf_counter() < run_deadline and _strided_cause(
+        st, ns, program_run_s, replay_s, stat.hits, line_s, causes, ruled, notes, ledger,
+        cold=program_run_s > SLOWER_IN_RUN * replay_s)
+
     # memory used for the first time: the program's first execution of the line grew the
     # process (pages never touched before cost most on a VM); the replay reuses them. Or its
     # new memory's pages had been taken back by the OS since the process last used them (a VM
@@ -401,20 +417,13 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     run_s = replay_s
     if fresh_saved:
         run_s = max(replay_s, float(np.median(times[variants.index(reused_memory)])) + fresh_saved)
-    # values captured again at a later run (record.recaptured) whose arrays are not the size
-    # the first run read are that run's work, not the first run's nor the average's: they are
-    # compared with that run alone, and the share it took beyond its replay stands for the
-    # line's
-    capture = stat.capture
-    again = (capture is not None and not capture.copied and capture.hit > 1
-             and capture.run_ns > 0 and capture.input_bytes != stat.first_bytes)
-    program_run_s = capture.run_ns / 1e9 if again else per_hit
     if again:
         first_gap = 0.0
         every = line_s * max(0.0, 1.0 - run_s / program_run_s)
     else:
         first_gap = first_s - replay_s
         every = line_s - stat.hits * run_s
+    every -= sum(c.seconds for c in causes if c.kind == "strided-access")  # that gap's share
     excess = max(first_gap, every)
     if max(stat.peak_growth, new_bytes) >= FIRST_USE_BYTES and excess > as_written.iqr \
             and ((not again and first_s > FIRST_USE_RATIO * replay_s)
@@ -425,13 +434,6 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                              "hits": stat.hits, "first_use": True,
                              **({"captured_hit": capture.hit, "captured_run_s": program_run_s,
                                  "compared_s": run_s} if again else {})}))
-
-    # strided slices, the whole line on contiguous ones: from memory where the program ran the
-    # line far slower than its replay, whose data stayed in the cache run after run
-    # (:mod:`.strided`)
-    line_strided = time.perf_counter() < run_deadline and _strided_cause(
-        st, ns, program_run_s, replay_s, stat.hits, line_s, causes, ruled, notes, ledger,
-        cold=program_run_s > SLOWER_IN_RUN * replay_s)
 
     if threads > 1:
         one_thread = times[variants.index(_blas_limit)]

@@ -240,6 +240,7 @@ class Capture:
     start_ns: int = 0  # the statement's own time before that execution
     run_ns: int = 0  # that execution's own time (the hook's cost in it included)
     input_bytes: int = 0  # the bytes of the arrays it read then
+    released: bool = field(default=False, repr=False)  # its budget given back
 
     def changed_since(self) -> list[str]:
         """Names of arrays whose values differ from their fingerprint now."""
@@ -618,7 +619,9 @@ class Recorder:
         stat = top[1]
         if stat is not None:
             capture.run_ns = stat.ns - capture.start_ns
-        if stat is None or capture.copied:
+        # replaced while it ran (a recursive call's run of the same statement took it again):
+        # already released, and no longer what the statement replays
+        if stat is None or capture.copied or stat.capture is not capture:
             return
         if capture.changed_since():
             stat.mutates = True
@@ -637,7 +640,10 @@ class Recorder:
 
     def _release(self, capture: Capture) -> None:
         """The arrays ``capture`` held, given back (their bytes, where no other capture holds
-        them)."""
+        them); once."""
+        if capture.released:
+            return
+        capture.released = True
         for v in capture.values.values():
             if isinstance(v, np.ndarray):
                 holders = self.held_ids.get(id(v), 0) - 1

@@ -355,7 +355,8 @@ def prepare(stat: LineStat, include: tuple[str, ...] = ()) -> Replay:
     changed = capture.changed_since()
     if changed:
         notes.append(f"replayed on the values at the end of the run: the program changed "
-                     f"{', '.join(changed)} after this line first ran")
+                     f"{', '.join(changed)} after the run of this line whose values were kept"
+                     + (f" (its run {capture.hit})" if capture.hit > 1 else " (its first)"))
     # the captured values are read, never written: every namespace gets copies of them
     return Replay(statement, dict(capture.values), capture.globals, stat.mutates, notes,
                   arguments=refused is not None)

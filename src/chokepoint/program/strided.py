@@ -28,7 +28,8 @@ from ..measure.machine import last_level_cache_bytes
 from ..measure.statements import Statement
 from .replay import is_simple_name_assign, timed_under
 
-__all__ = ["EVICT_FACTOR", "StridedLine", "evict", "is_strided", "strided_line", "timed_layouts"]
+__all__ = ["EVICT_FACTOR", "StridedLine", "evict", "is_strided", "release", "strided_line",
+           "timed_layouts"]
 
 #: the caches are emptied by writing this many times the last-level cache's bytes
 EVICT_FACTOR = 2
@@ -45,6 +46,13 @@ def evict() -> None:
     if _evict_buffer is None:
         _evict_buffer = np.zeros(EVICT_FACTOR * last_level_cache_bytes() // 8)
     np.add(_evict_buffer, 1.0, out=_evict_buffer)
+
+
+def release() -> None:
+    """The eviction buffer given back (it is made again when next needed): a program analysed
+    inside a long-running application does not keep it."""
+    global _evict_buffer
+    _evict_buffer = None
 
 
 def is_strided(a: object) -> bool:
@@ -80,16 +88,23 @@ class StridedLine:
 
 def strided_line(statement: Statement, ns: dict) -> StridedLine | None:
     """The line as :class:`StridedLine` where it reads or writes a strided basic slice of a
-    name (``name = value`` or ``name[index] = value``); None otherwise. As written, the line
+    name (``name = value``, ``name[index] = value`` or ``name[index] += value``); None
+    otherwise. As written, the line
     reads and writes the arrays of ``ns`` as the program's line does (a recursion's
     ``y[:, k] = ... y[:, k - 1]``: one array); :meth:`StridedLine.restore` puts back what it
     writes."""
     tree = statement.tree
     into = slice_assignment(statement)
+    node = tree.body[0] if len(tree.body) == 1 else None
+    operator = ""
     if into is not None:
         target_code, value = into[0], into[1].source
     elif is_simple_name_assign(tree) is not None:
-        target_code, value = None, ast.unparse(tree.body[0].value)
+        target_code, value = None, ast.unparse(node.value)
+    elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript) \
+            and isinstance(node.target.value, ast.Name):  # y[:, k] += ...
+        target_code, value = ast.unparse(node.target), ast.unparse(node.value)
+        operator = ast.unparse(ast.BinOp(ast.Name("a"), node.op, ast.Name("b")))[2:-2]
     else:
         return None
     try:
@@ -114,7 +129,7 @@ def strided_line(statement: Statement, ns: dict) -> StridedLine | None:
         contiguous[_TARGET] = np.empty_like(target, order="C") if is_strided(target) else target
         if is_strided(target):
             operands.insert(0, target_code)
-        code = f"{_TARGET}[...] = {lifted}"
+        code = f"{_TARGET}[...] {operator}= {lifted}"
     else:
         code = f"{is_simple_name_assign(tree)} = {lifted}"
     if not operands:

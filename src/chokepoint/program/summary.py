@@ -22,6 +22,7 @@ from .heap import as_in_program, release_heap
 from .joined import producer_of
 from .record import LineStat, Recorder
 from .replay import ReplayError, grown_name
+from .strided import release as release_strided
 
 __all__ = ["CLOSE", "LITTLE", "SCHEMA", "ProgramReport", "analyse_program"]
 
@@ -99,7 +100,8 @@ class ProgramReport:
     def headline(self) -> dict:
         top = self.lines[0] if self.lines else None
         if top is None:
-            return {"source": None, "cause": None, "recoverable_s": 0.0, "rewrite": None}
+            return {"source": None, "cause": None, "recoverable_s": 0.0, "rewrite": None,
+                    "close": []}
         # lines whose recoverable time is this close are a tie: which comes first moves with
         # the machine's noise from run to run
         close = [line["source"] for line in self.lines[1:4]
@@ -217,7 +219,10 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
     # the hook's own cost, taken out of each line's time (it lands in the line it interrupts)
     costs = recorder.hook_cost_ns()
     for s in recorder.lines.values():
-        s.ns = costs.taken_out(s)
+        taken = costs.taken_out(s)
+        if s.capture is not None and s.ns > 0:  # its captured run, as its share of the hook
+            s.capture.run_ns = int(s.capture.run_ns * taken / s.ns)
+        s.ns = taken
         s.first_ns = min(s.first_ns, s.ns)
     stats = sorted(recorder.lines.values(), key=lambda s: s.ns, reverse=True)
     lines_s = sum(s.ns for s in stats) / 1e9
@@ -262,6 +267,7 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
         except (Exception, SystemExit) as exc:  # one line's failure never loses the report
             row["why_not"] = f"its replay failed: {type(exc).__name__}: {exc}"
         row["probe_s"] = time.perf_counter() - began
+    release_strided()
     release_heap()
     loops = _loops(rows)
     for row in rows:
