@@ -418,12 +418,13 @@ def _free_name(capture_: LineCapture, line: ast.AST, name: str) -> str:
     return name
 
 
-def _hoisted_rewrite(capture_: LineCapture, p: _Pattern, line: ast.Module, target: ast.expr,
-                     first: str, replacement: str, agree, min_time: float) -> dict | None:
-    """The user's ``target`` (``p.original``, in its one-statement ``line``) against a
-    statement ``first`` run before the line and ``replacement`` in its place: both run on the
-    user's values, ``agree(ours, theirs)`` says how their results agree (None: they do not),
-    then timed side by side. The proposal as a rewrite, where it measured faster."""
+def _measured_rewrite(capture_: LineCapture, p: _Pattern, line: ast.Module, target: ast.expr,
+                      first: str, replacement: str, agree, min_time: float) -> dict | None:
+    """The user's ``target`` (``p.original``, in its one-statement ``line``) against
+    ``replacement`` in its place (after a statement ``first`` run before the line, where not
+    empty): both run on the user's values, ``agree(ours, theirs)`` says how their results
+    agree (None: they do not; an exception: they do not), then timed side by side. The
+    proposal as a rewrite, where it measured faster (its ``note`` empty: the caller's)."""
     first_code = compile(first, "<pattern>", "exec")
     replaced = compile(replacement, "<pattern>", "eval")
     user, scope, user_scope = _compiled(target), {**capture_.env, "np": np}, dict(capture_.env)
@@ -436,8 +437,8 @@ def _hoisted_rewrite(capture_: LineCapture, p: _Pattern, line: ast.Module, targe
         return eval(user, user_scope)
 
     try:
-        ours, theirs = rewritten(), original()
-        values = agree(ours, theirs)
+        with np.errstate(all="ignore"):  # values at inputs the line never had (a table's)
+            values = agree(rewritten(), original())
     except Exception:
         return None
     if values is None:
@@ -447,12 +448,9 @@ def _hoisted_rewrite(capture_: LineCapture, p: _Pattern, line: ast.Module, targe
         return None
     second = ast.unparse(_Replace(target, ast.parse(replacement, mode="eval").body).visit(line))
     return {"source": f"{capture_.filename}:{capture_.line}", "code": capture_.code,
-            "replaces": p.original, "statement": f"{first}\n{second}",
+            "replaces": p.original, "statement": f"{first}\n{second}" if first else second,
             "original_s": before.median, "measured_s": after.median,
-            "speedup": before.median / after.median,
-            "note": "" if values == "same values" else
-                    "where values are equal, which of their indices comes first may differ",
-            "values": values}
+            "speedup": before.median / after.median, "note": "", "values": values}
 
 
 def _target(line: ast.Module, p: _Pattern) -> ast.expr | None:
@@ -501,7 +499,10 @@ def _check_top(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | No
         return ("same values" if np.array_equal(ours, theirs) else
                 "the same values at the indices, in the same order")
 
-    return _hoisted_rewrite(capture_, p, line, target, first, ordered, agree, min_time)
+    found = _measured_rewrite(capture_, p, line, target, first, ordered, agree, min_time)
+    if found is not None and found["values"] != "same values":
+        found["note"] = "where values are equal, which of their indices comes first may differ"
+    return found
 
 
 #: ``np.unique`` is counted where the largest value is below the array's size or this: the
@@ -551,7 +552,7 @@ def _check_unique(capture_: LineCapture, p: _Pattern, min_time: float) -> dict |
     if "return_counts" in flags:
         results.append(f"{name}[{name} > 0]")
     replacement = results[0] if len(results) == 1 else f"({', '.join(results)})"
-    found = _hoisted_rewrite(capture_, p, line, target, first, replacement, _same_arrays,
+    found = _measured_rewrite(capture_, p, line, target, first, replacement, _same_arrays,
                              min_time)
     if found is not None:
         found["note"] = (f"for non-negative integers {a_code} (the counts have "
@@ -582,46 +583,26 @@ def _check_contraction(capture_: LineCapture, p: _Pattern, min_time: float) -> d
     if spec is None:
         return None
     code = f"np.einsum({spec!r}, {factors[0][0]}, {factors[1][0]}, optimize=True)"
-    ours_code, user = compile(code, "<pattern>", "eval"), _compiled(target)
-    scope, user_scope = {**capture_.env, "np": np}, dict(capture_.env)
+    sides = [_compiled(side) for side in (product.left, product.right)]
 
-    def rewritten():
-        return eval(ours_code, scope)
-
-    def original():
-        return eval(user, user_scope)
-
-    try:
-        with np.errstate(all="ignore"):
-            ours, theirs = rewritten(), original()
-            bound = np.einsum(spec, *(np.abs(a, dtype=np.float64) for a in arrays),
-                              optimize=True)
-    except Exception:  # shapes einsum does not take (an axis broadcast from length 1)
-        return None
-    if not (isinstance(ours, np.ndarray) and isinstance(theirs, np.ndarray)
-            and ours.shape == theirs.shape and ours.dtype == theirs.dtype):
-        return None
-    # the length of the summed axis: each value is a sum of that many products
-    views = [eval(_compiled(side), user_scope) for side in (product.left, product.right)]
-    terms = np.broadcast_shapes(*(v.shape for v in views))[axis]
-    tolerance = terms * np.finfo(theirs.dtype).eps * bound
-    with np.errstate(invalid="ignore", over="ignore"):
+    def agree(ours, theirs) -> str | None:
+        if not (isinstance(ours, np.ndarray) and isinstance(theirs, np.ndarray)
+                and ours.shape == theirs.shape and ours.dtype == theirs.dtype):
+            return None
+        # each value is a sum of as many products as the summed axis is long
+        views = [eval(side, dict(capture_.env)) for side in sides]
+        terms = np.broadcast_shapes(*(v.shape for v in views))[axis]
+        bound = np.einsum(spec, *(np.abs(a, dtype=np.float64) for a in arrays), optimize=True)
+        tolerance = terms * np.finfo(theirs.dtype).eps * bound
         differ = ours != theirs
         if not np.isfinite(ours[differ]).all() or not np.isfinite(theirs[differ]).all() \
                 or not (np.abs(ours.astype(np.float64) - theirs) <= tolerance).all():
             return None
-    before, after = measure_interleaved([original, rewritten], min_time=min_time, repeats=5)
-    if after.median * FASTER > before.median:
-        return None
-    same = np.array_equal(ours, theirs)
-    return {"source": f"{capture_.filename}:{capture_.line}", "code": capture_.code,
-            "replaces": p.original,
-            "statement": ast.unparse(_Replace(target, ast.parse(code, mode="eval").body)
-                                     .visit(line)),
-            "original_s": before.median, "measured_s": after.median,
-            "speedup": before.median / after.median, "note": "",
-            "values": "same values" if same else
-                      f"values within the rounding of a sum of {terms} products"}
+        return ("same values" if np.array_equal(ours, theirs) else
+                f"values within the rounding of a sum of {terms} products")
+
+    # shapes einsum does not take (an axis broadcast from length 1) raise: not proposed
+    return _measured_rewrite(capture_, p, line, target, "", code, agree, min_time)
 
 
 def _check_table(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
@@ -650,32 +631,10 @@ def _check_table(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | 
     call.args[0] = ast.parse(f"np.arange(int({name}.max()) + 1, dtype={name}.dtype)",
                              mode="eval").body
     code = f"{ast.unparse(call)}[{name}]"
-    ours_code, user = compile(code, "<pattern>", "eval"), _compiled(target)
-    scope, user_scope = {**capture_.env, "np": np}, dict(capture_.env)
-
-    def rewritten():
-        return eval(ours_code, scope)
-
-    def original():
-        return eval(user, user_scope)
-
-    try:
-        with np.errstate(all="ignore"):
-            if _same_arrays(rewritten(), original()) is None:
-                return None
-    except Exception:  # arguments the table does not take
-        return None
-    before, after = measure_interleaved([original, rewritten], min_time=min_time, repeats=5)
-    if after.median * FASTER > before.median:
-        return None
-    return {"source": f"{capture_.filename}:{capture_.line}", "code": capture_.code,
-            "replaces": p.original,
-            "statement": ast.unparse(_Replace(target, ast.parse(code, mode="eval").body)
-                                     .visit(line)),
-            "original_s": before.median, "measured_s": after.median,
-            "speedup": before.median / after.median,
-            "note": f"for non-negative integers {name} (the table has {name}.max() + 1 "
-                    "entries)", "values": "same values"}
+    found = _measured_rewrite(capture_, p, line, target, "", code, _same_arrays, min_time)
+    if found is not None:
+        found["note"] = f"for non-negative integers {name} (the table has {name}.max() + 1 entries)"
+    return found
 
 
 def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
