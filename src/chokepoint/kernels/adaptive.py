@@ -129,7 +129,7 @@ class Chooser:
             old = self.figures.get(key)
             if old is not None:  # a first call among them (a new dtype) compiled its kernel
                 seconds = min(seconds, PERIOD_CAP * old[0] * last[3])
-            self._add(key, seconds, last[3])
+            self._add(key, seconds, last[3], last[2])
         variant, settled = self._choice(name, n, (default, *others))
         figure = self.figures.get((name, n.bit_length(), variant))
         if last[0] is not None and last[0] != variant:
@@ -219,15 +219,18 @@ class Chooser:
         if compiled not in self._compiled:
             self._compiled.add(compiled)
             return
-        self._add((name, n.bit_length(), variant), seconds / max(n, 1), 1)
+        self._add((name, n.bit_length(), variant), seconds / max(n, 1), 1, seconds)
 
-    def _add(self, key: tuple, seconds: float, calls: int) -> None:
+    def _add(self, key: tuple, seconds: float, calls: int, span: float) -> None:
         """``calls`` calls of ``key`` (kernel, size class, variant) took ``seconds`` per
-        element in all. (Written out plainly: each decision calls this once or twice, and
-        generator sums made a decision slower.)"""
+        element in all, and ``span`` seconds. (Written out plainly: each decision calls this
+        once or twice, and generator sums made a decision slower.)"""
         now = self.clock()
         old = self.figures.get(key)
-        if old is None or now - old[1] > STALE:  # nothing recent: the new time replaces it
+        # nothing recent: the new time replaces it. Recent is STALE, or two of these calls:
+        # calls longer than STALE would otherwise never make a figure of two entries, and
+        # the loser would be run again after every call of the winner
+        if old is None or now - old[1] > max(STALE, 2 * span):
             entries = self._samples[key] = [(seconds, calls)]
             count = 1
         else:
