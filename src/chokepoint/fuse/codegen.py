@@ -164,9 +164,13 @@ _NAMESPACE = {
     **vocabulary.numba_functions(),
     # the same, for ufuncs the kernels' expressions do not use
     "arctan2": vecmath.arctan2,
+    "arctan": vecmath.arctan,
+    "arcsin": vecmath.arcsin,
+    "arccos": vecmath.arccos,
     "log": vecmath.log,
     "vsin": vecmath.sin,  # exact reduction only below a bound: see GUARDED
     "vcos": vecmath.cos,
+    "vtan": vecmath.tan,
     "__name__": __name__,
     "np": np,
     "prange": numba.prange,
@@ -194,6 +198,7 @@ _NAMESPACE = {
 GUARDED = {
     "sin": ("vsin", {"float32": vecmath.REDUCE_LIMIT_32, "float64": vecmath.REDUCE_LIMIT_64}),
     "cos": ("vcos", {"float32": vecmath.REDUCE_LIMIT_32, "float64": vecmath.REDUCE_LIMIT_64}),
+    "tan": ("vtan", {"float32": vecmath.REDUCE_LIMIT_32, "float64": vecmath.REDUCE_LIMIT_64}),
 }
 
 

@@ -47,9 +47,10 @@ _cache: dict[str, list[float]] | None = None
 
 
 def path() -> Path:
-    """The cache file: beside the kernels' tuning, keyed by NumPy's version and fuse's code."""
+    """The cache file: beside the kernels' tuning, keyed by NumPy's version and the kernel code."""
     here = Path(__file__).parent
-    code = b"".join((here / name).read_bytes() for name in ("codegen.py", "costs.py"))
+    code = b"".join(path.read_bytes() for path in (here / "codegen.py", here / "costs.py",
+                                                     here.parent / "kernels" / "vecmath.py"))
     key = hashlib.sha256(code + np.__version__.encode()).hexdigest()[:12]
     tuned = tuning.cache_path()
     return tuned.with_name(f"{tuned.stem}-fuse-{key}.json")

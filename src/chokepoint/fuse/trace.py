@@ -47,7 +47,7 @@ UFUNCS: dict[str, str] = {
     "log": "log({0})", "log2": "np.log2({0})", "log10": "np.log10({0})",
     "log1p": "log1p({0})",
     "sin": "np.sin({0})", "cos": "np.cos({0})", "tan": "np.tan({0})",
-    "arcsin": "np.arcsin({0})", "arccos": "np.arccos({0})", "arctan": "np.arctan({0})",
+    "arcsin": "arcsin({0})", "arccos": "arccos({0})", "arctan": "arctan({0})",
     "sinh": "sinh({0})", "cosh": "cosh({0})", "tanh": "tanh({0})",
     "arcsinh": "np.arcsinh({0})", "arccosh": "np.arccosh({0})", "arctanh": "np.arctanh({0})",
     "arctan2": "arctan2({0}, {1})", "hypot": "np.hypot({0}, {1})",
@@ -63,10 +63,10 @@ UFUNCS: dict[str, str] = {
 }
 #: Functions whose values may differ from NumPy's own SIMD implementations by an ulp or so
 #: (tests/fuse/test_ulp.py measures it): ``exp``, ``expm1``, ``log``, ``log1p``, ``tanh``,
-#: ``sinh``, ``cosh`` and ``arctan2`` are the kernels' vectorisable ones
-#: (:mod:`chokepoint.kernels.vecmath`, bound by name in :mod:`.codegen`), ``sin`` and ``cos``
-#: too where every argument of the call is in their range (``codegen.GUARDED``), the others
-#: the platform's libm through numba.
+#: ``sinh``, ``cosh``, ``arctan``, ``arcsin``, ``arccos`` and ``arctan2`` are the kernels'
+#: vectorisable ones (:mod:`chokepoint.kernels.vecmath`, bound by name in :mod:`.codegen`),
+#: ``sin``, ``cos`` and ``tan`` too where every argument of the call is in their range
+#: (``codegen.GUARDED``), the others the platform's libm through numba.
 TRANSCENDENTAL = frozenset({
     "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
     "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh",
