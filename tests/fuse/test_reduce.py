@@ -114,6 +114,27 @@ def test_norm_of_a_vector():
         assert ours == pytest.approx(ref, rel=20 * float(np.finfo(ref.dtype).eps))
 
 
+def test_a_norm_of_fused_values():
+    f = chokepoint.fuse("np.linalg.norm(a - b)")
+    for dtype in (np.float32, np.float64):
+        a, b = _values(5000, dtype), _values(5000, dtype)[::-1].copy()
+        ours, ref = f(a=a, b=b), np.linalg.norm(a - b)
+        assert type(ours) is type(ref)
+        assert ours == pytest.approx(ref, rel=20 * float(np.finfo(ref.dtype).eps))
+
+
+@pytest.mark.parametrize("code", ["np.linalg.norm(a)", "np.sum(a)", "a.max()", "np.mean(a)",
+                                  "np.linalg.norm(a, axis=-1, keepdims=True)", "a.min(axis=0)"])
+def test_a_reduction_of_an_argument_itself_is_numpys_call(code):
+    # nothing to fuse: NumPy's own reduction (a norm: BLAS's dot), its value bit for bit
+    f = chokepoint.fuse(code)
+    for a in (_values(6000, np.float32).reshape(60, 100), _values(6000, np.float64)):
+        ours, ref = f(a=a), eval(code, {"np": np, "a": a})
+        assert type(ours) is type(ref)
+        np.testing.assert_array_equal(ours, ref)
+        assert not f.plan({"a": a.dtype}).compiled  # no kernel was compiled for it
+
+
 def test_a_reduction_read_by_later_elementwise_work():
     @chokepoint.fuse
     def softmax(x):

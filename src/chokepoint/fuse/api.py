@@ -412,9 +412,12 @@ def _reduce(p: codegen.Plan, leaves: list, weak: list, shape: tuple, values: dic
     """``p``'s reduction: by the reduction kernel where its operands take the kernel's
     layouts (:func:`_reduce_layout`; partials per leaf of its buffer, reduced here by NumPy);
     else NumPy's reduction of the fused values in a C-ordered array."""
-    from .trace import NUMPY_REDUCED, REDUCTIONS
+    from .trace import NUMPY_REDUCED, NUMPY_REDUCTIONS, REDUCTIONS
 
     how = {"axis": p.axis, "keepdims": p.keepdims}
+    if p.elementwise.result.op == "input":  # an argument itself: nothing to fuse, and NumPy's
+        # SIMD reductions (a norm: BLAS's dot) read faster than the kernel's buffered leaves
+        return NUMPY_REDUCTIONS[p.reduce](values[p.elementwise.result.name], **how)
     if p.reduce in NUMPY_REDUCED:
         return REDUCTIONS[p.reduce](_run(p.elementwise, values, None), **how)
     if p.axis is not None:

@@ -86,6 +86,10 @@ REDUCTIONS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "pro
 #: reductions NumPy computes from the fused values (no kernel of their own): the elementwise
 #: chain is one pass into an array, then NumPy's reduction (its first-occurrence and NaN rules)
 NUMPY_REDUCED = frozenset({"argmax", "argmin"})
+#: NumPy's function for each reduction kind, the 2-norm of an argument too (``"norm"``: the
+#: kind of a norm of an argument itself, which NumPy's BLAS dot computes; a norm of fused
+#: values is the square root of their sum of squares)
+NUMPY_REDUCTIONS = {**REDUCTIONS, "norm": np.linalg.norm}
 _REDUCING = {**{f: name for name, f in REDUCTIONS.items()}, np.amax: "max", np.amin: "min"}
 
 
@@ -372,12 +376,13 @@ class Graph:
             raise FuseError(f"a reduction of a reduction ({x.value[0]} along axis "
                             f"{x.value[1]}) cannot be fused: reduce in NumPy what fuse "
                             f"returns{where}")
-        if kind == "norm":  # NumPy: sqrt of the sum of squares, in floating point
+        if kind == "norm" and not (x.op == "input" and np.dtype(x.dtype).kind == "f"):
+            # NumPy: sqrt of the sum of squares, in floating point
             if np.dtype(x.dtype).kind != "f":
                 x = self.ufunc(np.multiply, (x, 1.0), where)
             return self.ufunc(np.sqrt, (self.reduce("sum", self.ufunc(np.square, (x,), where),
                                                     how, where),), where)
-        dtype = REDUCTIONS[kind](np.ones(2, x.dtype)).dtype
+        dtype = NUMPY_REDUCTIONS[kind](np.ones(2, x.dtype)).dtype
         _check_dtype(dtype, where)
         key = ("reduce", id(x), kind, *how)
         if key not in self._seen:  # x.max() written twice is computed once
