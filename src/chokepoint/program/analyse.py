@@ -346,6 +346,16 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     elif replay.mutates:
         notes.append("it changes what it reads: each replay starts from the values it saw, "
                      "restored outside the timed region")
+    if stat.recorded_ns:  # the hook's calls were most of its recorded time: its replay's
+        with np.errstate(all="ignore"):
+            once = float(np.median(timed_under(fn, [contextlib.nullcontext], restore=restore,
+                                               mutates=replay.mutates and not repeats_same)[0]))
+        stat.ns = int(min(stat.recorded_ns, once * 1e9 * stat.hits))
+        line_s = stat.ns / 1e9
+        recorded = format_seconds(stat.recorded_ns / 1e9)
+        notes.append(f"timed by its replay: {format_seconds(once)} a run, {stat.hits} runs "
+                     f"(recorded {recorded}, most of it the recording's own cost in the library "
+                     "functions it calls)")
     model = build_model(tr, inputs)
     ops = [op for op in tr.ops if op.func is not None and not op.is_view]
     # new memory: what the traced operations allocate, or what tracemalloc saw (arrays made

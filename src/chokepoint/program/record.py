@@ -315,6 +315,11 @@ class LineStat(Counts):
     first_ns: int = 0  # its first execution's own time
     first_bytes: int = -1  # the bytes of the arrays its first capture read (-1: none)
     peak_growth: int = 0  # bytes the process's peak memory grew by during its first execution
+    #: its own time before the hook's cost was taken out, where the hook's calls into its
+    #: library functions were most of it (0 otherwise): a per-call price calibrated on
+    #: other functions, on a machine whose speed drifts, then decides its time, so its
+    #: replay does (:func:`.analyse.analyse_line`)
+    recorded_ns: int = 0
 
 
 class HookCosts(NamedTuple):
@@ -330,6 +335,10 @@ class HookCosts(NamedTuple):
     library_line: float
     user_call: float
     fault_window: float = 0.0
+
+    def library_ns(self, stat: LineStat) -> float:
+        """What the hook's calls into library functions cost ``stat`` (nanoseconds)."""
+        return stat.library_calls * self.library_call + stat.library_lines * self.library_line
 
     def taken_out(self, stat: LineStat) -> int:
         """``stat``'s own time less what the hook cost in it (nanoseconds, at least 0)."""
