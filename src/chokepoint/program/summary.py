@@ -18,6 +18,7 @@ from ..measure.roofline import Roofline, cache_path, roofline
 from ..measure.statements import preserved_rng
 from .analyse import LineAnalysis, analyse_line
 from .api import BUDGET_S, _display
+from .groups import attach as attach_groups
 from .heap import as_in_program, release_heap
 from .joined import producer_of
 from .record import LineStat, Recorder
@@ -143,11 +144,15 @@ class ProgramReport:
         printer.text(self.text())
 
 
+def _source(stat: LineStat) -> str:
+    return f"{_display(stat.statement.filename)}:{stat.statement.line}"
+
+
 def _row(stat: LineStat, wall_s: float) -> dict:
     st = stat.statement
     time_s = stat.ns / 1e9
     code = st.code.split("\n")[0] if st.code else ""
-    return {"source": f"{_display(st.filename)}:{st.line}", "code": code, "hits": stat.hits,
+    return {"source": _source(stat), "code": code, "hits": stat.hits,
             "time_s": time_s, "python_s": None, "bytes": 0, "flops": 0, "new_bytes": 0,
             "floor_s": 0.0, "recoverable_s": time_s,
             "share": time_s / wall_s if wall_s > 0 else 0.0, "cause": None, "rewrite": None,
@@ -282,6 +287,13 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
         except (Exception, SystemExit) as exc:  # one line's failure never loses the report
             row["why_not"] = f"its replay failed: {type(exc).__name__}: {exc}"
         row["probe_s"] = time.perf_counter() - began
+    # a group-by written as a loop of masks: its lines' causes, from the whole loop
+    attach_groups({id(row["_stat"]): row for row in rows}, stats, _source,
+                  min_seconds=0.01 * wall_s)
+    for row in rows:
+        if any(c["kind"] == "group-by-masks" for c in row["causes"]):
+            top = row["causes"][0]
+            row["cause"] = top["kind"] if top["seconds"] >= CAUSE_SHARE * row["time_s"] else None
     release_strided()
     release_heap()
     lines_s = sum(s.ns for s in stats) / 1e9  # an uncertain line's time, its replay's

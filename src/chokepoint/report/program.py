@@ -105,6 +105,19 @@ def cause_evidence(cause: dict) -> str:
                 f"{_ms(cause['contiguous_s'])} with {_listed(cause['operands'])} contiguous"
                 f"{per}: {_ms(cause['seconds'])} went to reading and writing one element per "
                 "cache line" + (" from memory" if cause.get("cold") else ""))
+    if kind == "group-by-masks":
+        mask = f"`{cause['mask']}`" if cause["mask"] else "the comparison"
+        lines = cause["lines"]
+        return (f"a group-by as a loop of masks: each of its {cause['groups']} runs compares "
+                f"all {cause['rows']:,} rows of `{cause['key']}` with `{cause['group']}`"
+                + (f", and {lines - 1} more line(s) of the loop gather or count with {mask}"
+                   if lines > 1 else "")
+                + f" ({_ms(cause['scanned_s'])} in all); sorting `{cause['key']}` once "
+                + ("(as 16-bit keys, which NumPy sorts by radix) " if cause.get("narrow") else "")
+                + f"took {_ms(cause['sort_s'])} here"
+                + (f" and gathering what they index {_ms(cause['gather_s'])}"
+                   if cause["gather_s"] else "")
+                + ", after which each group's rows are a slice")
     if kind == "blas-threads":
         load = cause.get("load")
         busy = (f"; the machine was busy (load {load:.1f} per core)"
@@ -142,6 +155,14 @@ def cause_suggestion(cause: dict, line: dict) -> str:
         return ("lay the arrays out with the axis these slices run along last (one "
                 "np.ascontiguousarray(a.transpose(...)) before the loop, the indices reordered), "
                 "so that each slice is contiguous")
+    if kind == "group-by-masks":
+        key = cause["key"]
+        sortable = f"{key}.astype(np.uint16)" if cause.get("narrow") else key
+        return (f"sort the rows by {key} once, before the loop (order = np.argsort({sortable}, "
+                f"kind='stable'); k = {key}[order]; each array x it indexes as x[order], "
+                "once); then group g is rows lo:hi, lo = np.searchsorted(k, g) and hi = "
+                "np.searchsorted(k, g, side='right'): its rows a slice, its count hi - lo "
+                f"(all groups' sums at once: np.bincount({key}, weights=x))")
     if kind == "blas-threads":
         return ("limit BLAS to one thread around this product (threadpoolctl."
                 "threadpool_limits(1)), or leave the other cores free")

@@ -1,0 +1,271 @@
+"""A group-by written as a loop of masks: ``sel = key == g`` for each group ``g``.
+
+Each iteration compares every row of ``key`` with its group and then reads the mask
+(``x[sel]``, ``sel.sum()``): ``groups x rows`` work for ``rows`` of data, where sorting the rows
+by their key once makes each group a slice (its rows contiguous, their count the difference of
+two bounds). No single line shows it: each is near its own floor; the waste is the loop's.
+
+:func:`attach` finds the pattern in the recorded lines (syntax: a comparison of an array with
+the loop's variable, in the loop's body), and gives the mask's line and each line that only
+gathers, reduces or counts with the mask a ``group-by-masks`` cause: its recorded time, the
+whole of which a slice or a bounds difference replaces, less what sorting the key once (and
+gathering each array the lines index, once) took here, timed on the captured values. It comes
+first in the line's ledger (the scan is why the line runs at all); the line's other causes
+keep what is left, in proportion. Lines that do more
+with a group than gather or count it (``np.median(x[sel])``) keep their work and get no cause.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .record import LineStat
+
+__all__ = ["MIN_ROWS", "MaskedGroups", "attach", "find"]
+
+#: a key shorter than this is not worth sorting: its scans are a few microseconds each
+MIN_ROWS = 10_000
+_COUNTS = {"sum", "count_nonzero"}
+#: reductions of a group's rows: over a slice, a pass over the group's own rows
+_REDUCE = {"sum", "mean", "max", "min", "prod", "any", "all"}
+
+
+@dataclass
+class MaskedGroups:
+    """One loop's group-by by masks: ``mask = key == group`` in a loop over ``group``."""
+
+    compare: LineStat  # the line comparing the key with the group
+    key: str  # the key array's name
+    group: str  # the loop's variable
+    mask: str | None  # the mask's name, or None where the comparison is used in place
+    scans: list[LineStat] = field(default_factory=list)  # lines only gathering or counting
+    gathered: set[str] = field(default_factory=set)  # names of the arrays the scans index
+
+
+def _tree(code: str) -> ast.AST | None:
+    try:
+        return ast.parse(textwrap.dedent(code))
+    except SyntaxError:
+        return None
+
+
+def _loop_targets(header: str) -> set[str]:
+    """The names a ``for`` header binds (``for i, s in enumerate(x):``: i and s)."""
+    tree = _tree(header.rstrip() + "\n    pass")
+    if tree is None or not tree.body or not isinstance(tree.body[0], ast.For):
+        return set()
+    return {n.id for n in ast.walk(tree.body[0].target) if isinstance(n, ast.Name)}
+
+
+def _column(node: ast.AST) -> str | None:
+    """The source of an array the pattern may name: ``x``, or a column of a table
+    ``tbl["store"]`` (a name subscripted by a constant), else None."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) \
+            and isinstance(node.slice, ast.Constant) \
+            and isinstance(node.slice.value, (str, int)):
+        return ast.unparse(node)
+    return None
+
+
+def _comparison(node: ast.AST, targets: set[str]) -> tuple[str, str] | None:
+    """(key, group) of ``key == group`` or ``group == key``: the group a loop target, the key
+    a :func:`_column` that is not one."""
+    if not (isinstance(node, ast.Compare) and len(node.ops) == 1
+            and isinstance(node.ops[0], ast.Eq)):
+        return None
+    for key, group in ((node.left, node.comparators[0]), (node.comparators[0], node.left)):
+        if isinstance(group, ast.Name) and group.id in targets:
+            column = _column(key)
+            if column is not None and column not in targets:
+                return column, group.id
+    return None
+
+
+def _gathered(node: ast.AST, dumped: str) -> str | None:
+    """The name of ``x`` where ``node`` is ``x[mask]`` (``dumped``: the mask's AST), else None."""
+    if isinstance(node, ast.Subscript) and ast.dump(node.slice) == dumped:
+        return _column(node.value)
+    return None
+
+
+def _numpy(f: ast.AST, names: set[str]) -> bool:
+    return (isinstance(f, ast.Attribute) and f.attr in names and isinstance(f.value, ast.Name)
+            and f.value.id in ("np", "numpy"))
+
+
+def _scan(value: ast.AST, mask: ast.AST) -> tuple[str, str | None] | None:
+    """What a statement's value does with the mask, when that is all it does: ``("gather",
+    x)`` for ``x[mask]`` or a reduction of it (``x[mask].sum()``, ``np.mean(x[mask])``: over a
+    group's slice that is a pass over its own rows), ``("count", None)`` for ``mask.sum()``,
+    ``np.sum(mask)``, ``np.count_nonzero(mask)``; else None (``np.median(x[mask])`` keeps
+    its work)."""
+    dumped = ast.dump(mask)
+    name = _gathered(value, dumped)
+    if name is not None:
+        return "gather", name
+    if not isinstance(value, ast.Call) or value.keywords:
+        return None
+    f = value.func
+    if isinstance(f, ast.Attribute) and f.attr in _REDUCE and not value.args:
+        if ast.dump(f.value) == dumped and f.attr == "sum":
+            return "count", None
+        name = _gathered(f.value, dumped)
+        return ("gather", name) if name is not None else None
+    if len(value.args) == 1:
+        if _numpy(f, _COUNTS) and ast.dump(value.args[0]) == dumped:
+            return "count", None
+        name = _gathered(value.args[0], dumped) if _numpy(f, _REDUCE) else None
+        return ("gather", name) if name is not None else None
+    return None
+
+
+def _statement_scan(code: str, mask: ast.AST) -> tuple[str, str | None] | None:
+    """(what, gathered array's name) where a statement assigns or returns one scan of the
+    mask (see :func:`_scan`), else None."""
+    tree = _tree(code)
+    if tree is None or len(tree.body) != 1:
+        return None
+    st = tree.body[0]
+    if isinstance(st, ast.Assign) and len(st.targets) == 1:
+        value = st.value
+    elif isinstance(st, (ast.AugAssign, ast.Expr, ast.Return)) and st.value is not None:
+        value = st.value
+    else:
+        return None
+    return _scan(value, mask)
+
+
+def find(stats: list[LineStat]) -> list[MaskedGroups]:
+    """The group-bys by masks among the recorded lines."""
+    by_key = {s.statement.key: s for s in stats}
+    found = []
+    for s in stats:
+        st = s.statement
+        header = by_key.get((st.filename, st.loop)) if st.loop else None
+        if header is None or st.is_loop or header.statement.kind != "For":
+            continue
+        targets = _loop_targets(header.statement.code)
+        tree = _tree(st.code) if targets else None
+        if tree is None or len(tree.body) != 1:
+            continue
+        node = tree.body[0]
+        # `mask = key == group`: the lines of the loop reading the mask are its users
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], ast.Name):
+            pair = _comparison(node.value, targets)
+            if pair is not None:
+                mask = node.targets[0].id
+                group = MaskedGroups(s, *pair, mask=mask, scans=[s])
+                name = ast.Name(id=mask, ctx=ast.Load())
+                for other in stats:
+                    o = other.statement
+                    if other is s or o.filename != st.filename or o.loop != st.loop \
+                            or mask not in o.names:
+                        continue
+                    scan = _statement_scan(o.code, name)
+                    if scan is not None:
+                        group.scans.append(other)
+                        if scan[1]:
+                            group.gathered.add(scan[1])
+                found.append(group)
+                continue
+        # `np.count_nonzero(key == group)` and the like, the comparison used in place
+        for sub in ast.walk(node):
+            pair = _comparison(sub, targets)
+            if pair is not None:
+                scan = _statement_scan(st.code, sub)
+                if scan is not None:
+                    found.append(MaskedGroups(s, *pair, mask=None, scans=[s],
+                                              gathered={scan[1]} if scan[1] else set()))
+                break
+    return found
+
+
+def _value(stats: list[LineStat], column: str) -> object:
+    """The value of a :func:`_column` as one of ``stats`` captured it (None where none did)."""
+    node = ast.parse(column, mode="eval").body
+    name = node.id if isinstance(node, ast.Name) else node.value.id
+    for s in stats:
+        if s.capture is None or name not in s.capture.values:
+            continue
+        value = s.capture.values[name]
+        if isinstance(node, ast.Name):
+            return value
+        if isinstance(value, dict):  # a table's column, read from the mapping without code
+            return value.get(node.slice.value)
+    return None
+
+
+def _best_of_three(fn: Callable[[], object]) -> float:
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def measure(group: MaskedGroups) -> dict | None:
+    """What the cure costs, timed on the captured key (and each gathered array), and what the
+    scans took in the program; None where the key was not captured or is small."""
+    key = _value(group.scans, group.key)
+    if not isinstance(key, np.ndarray) or key.ndim != 1 or key.size < MIN_ROWS:
+        return None
+    # small non-negative integers sort by radix (NumPy's stable sort of 16-bit keys), in a
+    # tenth of the time of a merge sort of the int64 keys
+    narrow = (key.dtype.kind in "iu" and key.dtype.itemsize > 2
+              and int(key.min()) >= 0 and int(key.max()) < 2**16)
+    sortable = (lambda: key.astype(np.uint16)) if narrow else (lambda: key)
+    order = np.argsort(sortable(), kind="stable")
+    sort_s = _best_of_three(lambda: key[np.argsort(sortable(), kind="stable")])
+    gather_s = 0.0
+    for name in sorted(group.gathered):
+        array = _value(group.scans, name)
+        if isinstance(array, np.ndarray) and array.shape[:1] == key.shape:
+            gather_s += _best_of_three(lambda array=array: array[order])
+    scanned_s = sum(s.ns for s in group.scans) / 1e9
+    return {"key": group.key, "group": group.group, "mask": group.mask, "rows": key.size,
+            "groups": group.compare.hits, "scanned_s": scanned_s, "sort_s": sort_s,
+            "gather_s": gather_s, "lines": len(group.scans), "narrow": narrow,
+            "saved_s": scanned_s - sort_s - gather_s}
+
+
+def attach(rows: dict[int, dict], stats: list[LineStat], display: Callable[[LineStat], str],
+           min_seconds: float) -> None:
+    """Give each scan of each group-by by masks (``rows``: the report's rows by ``id`` of
+    their LineStat) a ``group-by-masks`` cause of its recorded time, the cure's cost taken
+    from the comparison's line, where what it saves in all is at least ``min_seconds``."""
+    for group in find(stats):
+        numbers = measure(group)
+        if numbers is None or numbers["saved_s"] < min_seconds:
+            continue
+        numbers["sources"] = [display(s) for s in group.scans]
+        cure = numbers["sort_s"] + numbers["gather_s"]  # taken from the first lines' time
+        for s in sorted(group.scans, key=lambda s: s is not group.compare):
+            row = rows.get(id(s))
+            if row is None:
+                continue
+            # the line's time is handed out once, this cause first: the scan is why the line
+            # runs at all, and what other causes took of it shrinks to what is left
+            line_s = s.ns / 1e9
+            seconds, cure = max(0.0, line_s - cure), max(0.0, cure - line_s)
+            if seconds <= 0:
+                continue
+            others = [dict(c) for c in row["causes"]]
+            taken = sum(c["seconds"] for c in others)
+            if taken > line_s - seconds > 0:
+                for c in others:
+                    c["seconds"] *= (line_s - seconds) / taken
+            elif taken > 0 and line_s - seconds <= 0:
+                others = []
+            row["causes"] = sorted([{"kind": "group-by-masks", "seconds": seconds,
+                                     "hits": s.hits, **numbers}, *others],
+                                   key=lambda c: c["seconds"], reverse=True)

@@ -1,0 +1,74 @@
+"""A group-by written as a loop of masks (``program/groups.py``): the syntax it recognises,
+and on a program, the cause on each line that only scans with the mask."""
+
+import ast
+import textwrap
+
+import pytest
+
+from chokepoint.program import run_program
+from chokepoint.program.groups import _comparison, _loop_targets, _statement_scan
+
+MASK = ast.Name(id="sel", ctx=ast.Load())
+
+
+@pytest.mark.parametrize(("code", "expected"), [
+    ("r = revenue[sel]", ("gather", "revenue")),
+    ("n[s] = sel.sum()", ("count", None)),
+    ("n[s] = np.count_nonzero(sel)", ("count", None)),
+    ("n[s] = np.sum(sel)", ("count", None)),
+    ("t[s] = revenue[sel].sum()", ("gather", "revenue")),
+    ("t[s] = np.mean(qty[sel])", ("gather", "qty")),
+    ("t += w[sel].max()", ("gather", "w")),
+    ("r = tbl['revenue'][sel]", ("gather", "tbl['revenue']")),
+    ("m[s] = np.median(revenue[sel])", None),  # its work stays: no cause
+    ("y = revenue[sel] * 2", None),
+    ("z = sel.mean()", None),
+    ("r = revenue[other]", None),
+])
+def test_the_lines_that_only_gather_reduce_or_count_with_the_mask(code, expected):
+    assert _statement_scan(code, MASK) == expected
+
+
+@pytest.mark.parametrize(("code", "expected"), [
+    ("store == s", ("store", "s")),
+    ("s == store", ("store", "s")),
+    ("tbl['store'] == s", ("tbl['store']", "s")),
+    ("store == t", None),  # not the loop's variable
+    ("store < s", None),
+    ("f(store) == s", None),
+])
+def test_a_key_compared_with_the_loops_variable(code, expected):
+    node = ast.parse(code, mode="eval").body
+    assert _comparison(node, _loop_targets("for i, s in enumerate(groups):")) == expected
+
+
+def test_a_group_by_as_a_loop_of_masks_is_found_and_costed(tmp_path, roof):
+    # 100 groups over 300,000 rows: each iteration compares and gathers all the rows (about
+    # 100x the work of the group's own rows); sorting the key once costs a few of them
+    path = tmp_path / "prog.py"
+    path.write_text(textwrap.dedent("""\
+        import numpy as np
+        rng = np.random.default_rng(0)
+        store = rng.integers(0, 100, 300_000)
+        revenue = rng.random(300_000)
+        totals = np.zeros(100)
+        medians = np.zeros(100)
+        counts = np.zeros(100, dtype=np.int64)
+        for s in range(100):
+            sel = store == s
+            totals[s] = revenue[sel].sum()
+            medians[s] = np.median(revenue[store == s][:10])
+            counts[s] = sel.sum()
+        """))
+    report = run_program(str(path), roof=roof, budget_s=30)
+    lines = {r["source"].rsplit(":", 1)[1]: r for r in report.lines}
+    found = {n: [c for c in lines[n]["causes"] if c["kind"] == "group-by-masks"]
+             for n in ("9", "10", "11", "12")}
+    assert found["10"] and found["12"], {n: lines[n]["causes"] for n in found}
+    assert not found["11"]  # a median (and a slice of the gather): its work stays
+    cause = found["10"][0]
+    assert (cause["key"], cause["group"], cause["mask"]) == ("store", "s", "sel")
+    assert (cause["rows"], cause["groups"], cause["lines"]) == (300_000, 100, 3)
+    assert cause["sort_s"] < cause["scanned_s"]
+    assert lines["10"]["cause"] == "group-by-masks"
