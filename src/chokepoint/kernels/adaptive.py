@@ -24,8 +24,8 @@ the first :data:`WARM` calls after a switch are not counted at all, and a stale 
 re-measured over :data:`SAMPLE` calls after them (counted, those cold first calls kept
 whichever variant was running).
 
-A fresh figure (the first for a variant, or the first after it went stale) takes two calls and
-keeps the faster of them, and a variant that lost on one call is run once more: one slow call
+A fresh figure (the first for a variant, or the first after it went stale; for calls longer
+than :data:`STALE`, older than two of them) takes two calls and keeps the faster of them, and a variant that lost on one call is run once more: one slow call
 (the first touch of a new output array on a VM) would otherwise keep the parallel kernel off
 until it went stale.
 """
