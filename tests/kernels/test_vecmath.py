@@ -597,3 +597,19 @@ def test_tan_and_inverse_trig_special_values(dtype):
     assert t[0] == 0 and not np.signbit(t[0]) and t[1] == 0 and np.signbit(t[1])
     assert np.isnan(t[2:]).all()
     np.testing.assert_array_equal(ours["tan"][11:14], x[11:14])
+
+
+@numba.njit  # numba's default error model: a division by zero raises
+def _trig_default_model(x):
+    return (vecmath.tan(x), vecmath.arctan(x), vecmath.arcsin(x), vecmath.arccos(x))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_tan_and_inverse_trig_divide_by_no_zero(dtype):
+    # every divisor is kept nonzero where its quotient is selected away (the module notes)
+    for value in (0.0, -0.0, 1.0, -1.0, 2.0, np.pi / 2):
+        got = _trig_default_model(dtype(value))
+        with np.errstate(all="ignore"):
+            ref = [getattr(np, f)(dtype(value)) for f in ("tan", "arctan", "arcsin", "arccos")]
+        for a, b in zip(got, ref, strict=True):
+            assert (np.isnan(a) and np.isnan(b)) or abs(a - b) <= 4 * abs(np.spacing(b)), value

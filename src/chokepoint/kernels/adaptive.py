@@ -25,9 +25,9 @@ re-measured over :data:`SAMPLE` calls after them (counted, those cold first call
 whichever variant was running).
 
 A fresh figure (the first for a variant, or the first after it went stale; for calls longer
-than :data:`STALE`, older than two of them) takes two calls and keeps the faster of them, and a variant that lost on one call is run once more: one slow call
-(the first touch of a new output array on a VM) would otherwise keep the parallel kernel off
-until it went stale.
+than :data:`STALE`, older than two of them) takes two calls and keeps the faster of them, and
+a variant that lost on one call is run once more: one slow call (the first touch of a new
+output array on a VM) would otherwise keep the parallel kernel off until it went stale.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ class Chooser:
             old = self.figures.get(key)
             if old is not None:  # a first call among them (a new dtype) compiled its kernel
                 seconds = min(seconds, PERIOD_CAP * old[0] * last[3])
-            self._add(key, seconds, last[3], last[2])
+            self._add(key, seconds, last[3], last[2] / last[3])
         variant, settled = self._choice(name, n, (default, *others))
         figure = self.figures.get((name, n.bit_length(), variant))
         if last[0] is not None and last[0] != variant:
@@ -223,11 +223,11 @@ class Chooser:
 
     def _add(self, key: tuple, seconds: float, calls: int, span: float) -> None:
         """``calls`` calls of ``key`` (kernel, size class, variant) took ``seconds`` per
-        element in all, and ``span`` seconds. (Written out plainly: each decision calls this
-        once or twice, and generator sums made a decision slower.)"""
+        element in all, ``span`` seconds a call. (Written out plainly: each decision calls
+        this once or twice, and generator sums made a decision slower.)"""
         now = self.clock()
         old = self.figures.get(key)
-        # nothing recent: the new time replaces it. Recent is STALE, or two of these calls:
+        # nothing recent: the new time replaces it. Recent is STALE, or two such calls:
         # calls longer than STALE would otherwise never make a figure of two entries, and
         # the loser would be run again after every call of the winner
         if old is None or now - old[1] > max(STALE, 2 * span):

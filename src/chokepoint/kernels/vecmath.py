@@ -1016,7 +1016,8 @@ def _tan_kernel64(x, y, odd):
     r = y + z * (s * (r + v) + y) + s * _T64[0]
     w = x + r
     sign = _where(odd, -1.0, 1.0)
-    q = _where(big, w * w, -1.0) / _where(big, w + sign, w)
+    # w is 0 for x = ±0 (the caller selects x there): kept nonzero for numba's error model
+    q = _where(big, w * w, -1.0) / _where(big, w + sign, _where(w != 0.0, w, 1.0))
     folded = sign - 2.0 * (x + (r - q))
     w0 = _f64_from_bits(_f64_bits(w) & _HIGH_WORD)  # -1 / w to full precision, as musl does
     a0 = _f64_from_bits(_f64_bits(q) & _HIGH_WORD)
@@ -1036,7 +1037,8 @@ def _tan32(x):
     y, q = _rem_pio2_32(x)
     s, c = _sin_kernel32(y), _cos_kernel32(y)
     odd = (q & np.int64(1)) != np.int64(0)
-    v = _where(odd, -c, s) / _where(odd, s, c)
+    d = _where(odd, s, c)
+    v = _where(odd, -c, s) / _where(d != 0.0, d, 1.0)  # s is 0 at x = ±0 (selected below)
     return _where(abs(x) < np.float32(2.0 ** -12), x, np.float32(v))
 
 
