@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import kernels
+from ..fuse.statements import basic_index
 from ..kernels.backend import set_backend
 from ..kernels.registry import KERNELS, Kernel
 from ..measure.statements import Statement
@@ -270,19 +271,6 @@ def find_rewrite(statement: str, namespace: dict, inputs: dict[str, np.ndarray],
     return None
 
 
-def _basic_index(node: ast.AST) -> bool:
-    """Whether a subscript's index is slices and integers written as constants or names (a
-    view of the array: ``u[2:, 1:-1]``, ``u[1:n - 1, k]``), not an array."""
-    if isinstance(node, ast.Tuple):
-        return all(_basic_index(e) for e in node.elts)
-    if isinstance(node, ast.Slice):
-        return all(part is None or _basic_index(part)
-                   for part in (node.lower, node.upper, node.step))
-    return all(isinstance(n, (ast.Constant, ast.Name, ast.UnaryOp, ast.BinOp, ast.operator,
-                              ast.unaryop, ast.Load))
-               for n in ast.walk(node))
-
-
 def statement_part(statement: Statement, node: ast.AST) -> Statement | None:
     """The code of ``node`` (a part of ``statement``'s tree) as a Statement at its place."""
     import copy
@@ -312,7 +300,7 @@ def slice_assignment(statement: Statement) -> tuple[str, Statement] | None:
         return None
     target = tree.body[0].targets[0]
     if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
-            and _basic_index(target.slice)):
+            and basic_index(target.slice)):
         return None
     code = statement_part(statement, target)
     value = statement_part(statement, tree.body[0].value)
@@ -331,7 +319,7 @@ def lift_slices(source: str, namespace: dict) -> tuple[str, dict[str, str]]:
     class Lift(ast.NodeTransformer):
         def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
             if not (isinstance(node.value, ast.Name) and isinstance(node.ctx, ast.Load)
-                    and _basic_index(node.slice)):
+                    and basic_index(node.slice)):
                 return self.generic_visit(node)
             code = ast.unparse(node)
             if code not in lifted:
