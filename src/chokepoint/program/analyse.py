@@ -353,9 +353,13 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
         stat.ns = int(min(stat.recorded_ns, once * 1e9 * stat.hits))
         line_s = stat.ns / 1e9
         recorded = format_seconds(stat.recorded_ns / 1e9)
-        notes.append(f"timed by its replay: {format_seconds(once)} a run, {stat.hits} runs "
-                     f"(recorded {recorded}, most of it the recording's own cost in the library "
-                     "functions it calls)")
+        if stat.ns < stat.recorded_ns:
+            notes.append(f"timed by its replay: {format_seconds(once)} a run, {stat.hits} runs "
+                         f"(recorded {recorded}, most of it the recording's own cost in the "
+                         "library functions it calls)")
+        else:
+            notes.append(f"its replay ({format_seconds(once)} a run, {stat.hits} runs) took "
+                         f"at least what was recorded ({recorded}): the recorded time is kept")
     model = build_model(tr, inputs)
     ops = [op for op in tr.ops if op.func is not None and not op.is_view]
     # new memory: what the traced operations allocate, or what tracemalloc saw (arrays made

@@ -40,6 +40,7 @@ _REDUCE = {"sum", "mean", "max", "min", "prod", "any", "all"}
 class MaskedGroups:
     """One loop's group-by by masks: ``mask = key == group`` in a loop over ``group``."""
 
+    loop: LineStat  # the loop's header
     compare: LineStat  # the line comparing the key with the group
     key: str  # the key array's name
     group: str  # the loop's variable
@@ -135,11 +136,18 @@ def _statement_scan(code: str, mask: ast.AST) -> tuple[str, str | None] | None:
         return None
     st = tree.body[0]
     if isinstance(st, ast.Assign) and len(st.targets) == 1:
-        value = st.value
-    elif isinstance(st, (ast.AugAssign, ast.Expr, ast.Return)) and st.value is not None:
-        value = st.value
+        value, targets = st.value, st.targets
+    elif isinstance(st, ast.AugAssign):
+        value, targets = st.value, [st.target]
+    elif isinstance(st, (ast.Expr, ast.Return)) and st.value is not None:
+        value, targets = st.value, []
     else:
         return None
+    dumped = ast.dump(mask)
+    if any(ast.dump(n) == dumped or (isinstance(n, ast.Name) and isinstance(mask, ast.Name)
+                                     and n.id == mask.id)
+           for t in targets for n in ast.walk(t)):
+        return None  # a write through the mask (out[sel] = ...): not a slice after sorting
     return _scan(value, mask)
 
 
@@ -163,7 +171,7 @@ def find(stats: list[LineStat]) -> list[MaskedGroups]:
             pair = _comparison(node.value, targets)
             if pair is not None:
                 mask = node.targets[0].id
-                group = MaskedGroups(s, *pair, mask=mask, scans=[s])
+                group = MaskedGroups(header, s, *pair, mask=mask, scans=[s])
                 name = ast.Name(id=mask, ctx=ast.Load())
                 for other in stats:
                     o = other.statement
@@ -183,10 +191,36 @@ def find(stats: list[LineStat]) -> list[MaskedGroups]:
             if pair is not None:
                 scan = _statement_scan(st.code, sub)
                 if scan is not None:
-                    found.append(MaskedGroups(s, *pair, mask=None, scans=[s],
+                    found.append(MaskedGroups(header, s, *pair, mask=None, scans=[s],
                                               gathered={scan[1]} if scan[1] else set()))
                 break
-    return found
+    # the key must be the same array in every run of the loop
+    return [g for g in found if not any(
+        _stores(o.statement.code, _base(g.key)) for o in stats
+        if o.statement.filename == g.compare.statement.filename
+        and o.statement.loop == g.compare.statement.loop)]
+
+
+def _base(column: str) -> str:
+    node = ast.parse(column, mode="eval").body
+    return node.id if isinstance(node, ast.Name) else node.value.id
+
+
+def _stores(code: str, name: str) -> bool:
+    """Whether a statement binds or writes into ``name`` (``key = ...``, ``key[i] = ...``)."""
+    tree = _tree(code)
+    if tree is None:
+        return False
+    for node in ast.walk(tree):
+        targets = (node.targets if isinstance(node, ast.Assign) else
+                   [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For))
+                   else [])
+        for t in targets:
+            while isinstance(t, (ast.Subscript, ast.Attribute)):
+                t = t.value
+            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(t)):
+                return True
+    return False
 
 
 def _value(stats: list[LineStat], column: str) -> object:
@@ -204,47 +238,67 @@ def _value(stats: list[LineStat], column: str) -> object:
     return None
 
 
-def _best_of_three(fn: Callable[[], object]) -> float:
+def _best(fn: Callable[[], object]) -> float:
+    """Seconds ``fn`` takes: the best of three runs, or one run where that took 20 ms or more
+    (a sort of 1e8 keys is seconds; the run's probing budget is not spent on it)."""
     best = float("inf")
     for _ in range(3):
         start = time.perf_counter()
         fn()
         best = min(best, time.perf_counter() - start)
+        if best >= 0.02:
+            break
     return best
 
 
 def measure(group: MaskedGroups) -> dict | None:
     """What the cure costs, timed on the captured key (and each gathered array), and what the
-    scans took in the program; None where the key was not captured or is small."""
+    scans took in the program; None where the key was not captured or is small, or the loop's
+    variable is not one value (``for pred in predictions``: an array each)."""
     key = _value(group.scans, group.key)
     if not isinstance(key, np.ndarray) or key.ndim != 1 or key.size < MIN_ROWS:
         return None
+    value = _value([group.compare], group.group)
+    if value is None or np.ndim(value) != 0 or isinstance(value, (str, bytes)):
+        return None
+    integers = key.dtype.kind in "iu" and int(key.min()) >= 0
     # small non-negative integers sort by radix (NumPy's stable sort of 16-bit keys), in a
     # tenth of the time of a merge sort of the int64 keys
-    narrow = (key.dtype.kind in "iu" and key.dtype.itemsize > 2
-              and int(key.min()) >= 0 and int(key.max()) < 2**16)
+    narrow = integers and key.dtype.itemsize > 2 and int(key.max()) < 2**16
     sortable = (lambda: key.astype(np.uint16)) if narrow else (lambda: key)
     order = np.argsort(sortable(), kind="stable")
-    sort_s = _best_of_three(lambda: key[np.argsort(sortable(), kind="stable")])
+    sort_s = _best(lambda: key[np.argsort(sortable(), kind="stable")])
     gather_s = 0.0
     for name in sorted(group.gathered):
         array = _value(group.scans, name)
         if isinstance(array, np.ndarray) and array.shape[:1] == key.shape:
-            gather_s += _best_of_three(lambda array=array: array[order])
+            gather_s += _best(lambda array=array: array[order])
+    # the loop may run many times (a function called for each day): a sort each time
+    runs = max(1, group.loop.hits - group.compare.hits)
     scanned_s = sum(s.ns for s in group.scans) / 1e9
     return {"key": group.key, "group": group.group, "mask": group.mask, "rows": key.size,
-            "groups": group.compare.hits, "scanned_s": scanned_s, "sort_s": sort_s,
-            "gather_s": gather_s, "lines": len(group.scans), "narrow": narrow,
-            "saved_s": scanned_s - sort_s - gather_s}
+            "groups": group.compare.hits, "loops": runs, "scanned_s": scanned_s,
+            "sort_s": sort_s * runs, "gather_s": gather_s * runs, "lines": len(group.scans),
+            "narrow": narrow, "integers": integers,
+            "saved_s": scanned_s - (sort_s + gather_s) * runs}
 
 
 def attach(rows: dict[int, dict], stats: list[LineStat], display: Callable[[LineStat], str],
-           min_seconds: float) -> None:
+           min_seconds: float, deadline: float = float("inf")) -> None:
     """Give each scan of each group-by by masks (``rows``: the report's rows by ``id`` of
     their LineStat) a ``group-by-masks`` cause of its recorded time, the cure's cost taken
-    from the comparison's line, where what it saves in all is at least ``min_seconds``."""
+    from the comparison's line first, where what it saves in all is at least ``min_seconds``;
+    nothing is measured after ``deadline``. The cause comes first in the line's ledger (the
+    scan is why the line runs at all); the line's other causes keep what is left, in
+    proportion; its recoverable time is at least the cause's (the floor is that of the scan
+    as written, which sorting removes)."""
     for group in find(stats):
-        numbers = measure(group)
+        if time.perf_counter() > deadline:
+            return
+        try:
+            numbers = measure(group)
+        except Exception:  # a key NumPy cannot sort (objects of mixed types): no cause
+            continue
         if numbers is None or numbers["saved_s"] < min_seconds:
             continue
         numbers["sources"] = [display(s) for s in group.scans]
@@ -253,19 +307,16 @@ def attach(rows: dict[int, dict], stats: list[LineStat], display: Callable[[Line
             row = rows.get(id(s))
             if row is None:
                 continue
-            # the line's time is handed out once, this cause first: the scan is why the line
-            # runs at all, and what other causes took of it shrinks to what is left
-            line_s = s.ns / 1e9
+            line_s = row["time_s"]
             seconds, cure = max(0.0, line_s - cure), max(0.0, cure - line_s)
             if seconds <= 0:
                 continue
             others = [dict(c) for c in row["causes"]]
             taken = sum(c["seconds"] for c in others)
-            if taken > line_s - seconds > 0:
-                for c in others:
-                    c["seconds"] *= (line_s - seconds) / taken
-            elif taken > 0 and line_s - seconds <= 0:
-                others = []
+            if taken > line_s - seconds:
+                others = [{**c, "seconds": c["seconds"] * (line_s - seconds) / taken}
+                          for c in others if line_s > seconds]
             row["causes"] = sorted([{"kind": "group-by-masks", "seconds": seconds,
                                      "hits": s.hits, **numbers}, *others],
                                    key=lambda c: c["seconds"], reverse=True)
+            row["recoverable_s"] = max(row["recoverable_s"], seconds)

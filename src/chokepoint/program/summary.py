@@ -46,6 +46,9 @@ LINE_BUDGET = 0.25
 #: a line whose hook's calls into library functions are at least this share of its recorded
 #: time is timed by its replay (LineStat.recorded_ns)
 HOOK_UNCERTAIN = 0.5
+#: said of such a line that was not replayed
+UNCERTAIN_NOTE = ("its time is uncertain: most of what was recorded was the recording's own "
+                  "cost in the library functions it calls, and it was not replayed")
 #: how the per-operation probes time things in a run (shorter than explain's own)
 RUN_PROBES = ProbeSettings(min_time=0.01, repeats=3)
 
@@ -287,9 +290,16 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
         except (Exception, SystemExit) as exc:  # one line's failure never loses the report
             row["why_not"] = f"its replay failed: {type(exc).__name__}: {exc}"
         row["probe_s"] = time.perf_counter() - began
+    for row in rows:  # a line timed by its replay, or left uncertain where it was not
+        stat = row["_stat"]
+        if stat.recorded_ns:
+            row.update(time_s=stat.ns / 1e9, share=stat.ns / 1e9 / wall_s if wall_s else 0.0,
+                       recorded_s=stat.recorded_ns / 1e9)
+            if not row["analysed"]:
+                row["notes"] = [*row["notes"], UNCERTAIN_NOTE]
     # a group-by written as a loop of masks: its lines' causes, from the whole loop
     attach_groups({id(row["_stat"]): row for row in rows}, stats, _source,
-                  min_seconds=0.01 * wall_s)
+                  min_seconds=0.01 * wall_s, deadline=deadline)
     for row in rows:
         if any(c["kind"] == "group-by-masks" for c in row["causes"]):
             top = row["causes"][0]

@@ -108,14 +108,18 @@ def cause_evidence(cause: dict) -> str:
     if kind == "group-by-masks":
         mask = f"`{cause['mask']}`" if cause["mask"] else "the comparison"
         lines = cause["lines"]
-        return (f"a group-by as a loop of masks: each of its {cause['groups']} runs compares "
-                f"all {cause['rows']:,} rows of `{cause['key']}` with `{cause['group']}`"
+        loops = cause.get("loops", 1)
+        return (f"a group-by as a loop of masks: each of its {cause['groups']} runs"
+                + (f" (in {loops} runs of the loop)" if loops > 1 else "")
+                + f" compares all {cause['rows']:,} rows of `{cause['key']}` with "
+                f"`{cause['group']}`"
                 + (f", and {lines - 1} more line(s) of the loop gather or count with {mask}"
                    if lines > 1 else "")
                 + f" ({_ms(cause['scanned_s'])} in all); sorting `{cause['key']}` once "
                 + ("(as 16-bit keys, which NumPy sorts by radix) " if cause.get("narrow") else "")
-                + f"took {_ms(cause['sort_s'])} here"
-                + (f" and gathering what they index {_ms(cause['gather_s'])}"
+                + ("a loop " if loops > 1 else "")
+                + f"took {_ms(cause['sort_s'] / loops)} here"
+                + (f" and gathering what they index {_ms(cause['gather_s'] / loops)}"
                    if cause["gather_s"] else "")
                 + ", after which each group's rows are a slice")
     if kind == "blas-threads":
@@ -161,8 +165,9 @@ def cause_suggestion(cause: dict, line: dict) -> str:
         return (f"sort the rows by {key} once, before the loop (order = np.argsort({sortable}, "
                 f"kind='stable'); k = {key}[order]; each array x it indexes as x[order], "
                 "once); then group g is rows lo:hi, lo = np.searchsorted(k, g) and hi = "
-                "np.searchsorted(k, g, side='right'): its rows a slice, its count hi - lo "
-                f"(all groups' sums at once: np.bincount({key}, weights=x))")
+                "np.searchsorted(k, g, side='right'): its rows a slice, its count hi - lo"
+                + (f" (all groups' sums at once: np.bincount({key}, weights=x))"
+                   if cause.get("integers") else ""))
     if kind == "blas-threads":
         return ("limit BLAS to one thread around this product (threadpoolctl."
                 "threadpool_limits(1)), or leave the other cores free")
