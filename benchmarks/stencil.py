@@ -5,7 +5,9 @@
 
 Issue 33's cases on an n x n grid (float64 by default): a 5-point stencil step and npbench's
 Jacobi 2-D step (each written into the interior of a second grid, ``out=`` a slice), and
-``a + b`` on two interior slices into a fresh result with one thread
+ten explicit heat steps in a function with a loop (``chokepoint.fuse`` runs it as Python, each
+step fused; numexpr cannot write a slice its inputs overlap), and ``a + b`` on two interior
+slices into a fresh result with one thread
 (``numba.set_num_threads(1)``; NumPy and numexpr single-threaded too). Timed with
 ``measure_interleaved`` (rounds alternating the candidates' order, about 0.1 s each a round);
 printed: each one's median, and NumPy's time over each candidate's (above 1.0x:
@@ -25,6 +27,18 @@ import chokepoint
 from chokepoint.measure.timer import measure_interleaved
 
 STENCIL = "0.25 * (n + s + e + w)"
+
+
+def heat(u, steps):
+    """Explicit heat steps in place, as users write them (a loop, a shape)."""
+    n = u.shape[0]
+    for _ in range(steps):
+        u[1:-1, 1:-1] = u[1:-1, 1:-1] + 0.1 * (u[2:, 1:-1] + u[:-2, 1:-1] + u[1:-1, 2:]
+                                               + u[1:-1, :-2] - 4 * u[1:-1, 1:-1])
+    return u[: n // 2]
+
+
+fused_heat = chokepoint.fuse(heat)  # run as Python, its step fused
 JACOBI = "0.2 * (c + w + e + s + n)"
 
 
@@ -36,6 +50,7 @@ def _cases(n: int, dtype: str) -> dict[str, dict]:
     sides = {"n": u[:-2, 1:-1], "s": u[2:, 1:-1], "e": u[1:-1, 2:], "w": u[1:-1, :-2]}
     stencil, jacobi, add = (chokepoint.fuse(e) for e in (STENCIL, JACOBI, "a + b"))
     a, b = u[1:-1, 1:-1], u[:-2, 2:]
+    grids = [u.copy(), u.copy()]  # each candidate's own, evolved alike
 
     def np_stencil():
         v[inner] = 0.25 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, 2:] + u[1:-1, :-2])
@@ -56,6 +71,9 @@ def _cases(n: int, dtype: str) -> dict[str, dict]:
                                                 out=v[inner]),
             "fuse": lambda: jacobi(**sides, c=u[inner], out=v[inner]),
             "_value": lambda: v[inner].copy()},
+        "10 heat steps, a decorated function with a loop": {
+            "numpy": lambda: heat(grids[0], 10),
+            "fuse": lambda: fused_heat(grids[1], 10)},
         "a + b on slices, one thread": {
             "numpy": lambda: a + b,
             "numexpr": lambda: numexpr.evaluate("a + b", local_dict={"a": a, "b": b}),
