@@ -26,7 +26,7 @@ import numpy as np
 from ..kernels import engine_numba, pool
 from ..kernels.layout import may_share, partial_overlap
 from . import blocks, codegen, costs
-from .statements import Statements, needs_statements
+from .statements import Statements, needs_statements, writes_in_place
 from .trace import FuseError, trace
 
 __all__ = ["Fused", "fuse"]
@@ -105,10 +105,11 @@ class Fused:
                 raise FuseError(f"fuse: {code} takes *{p.name}; fused functions take named "
                                 "arrays and scalars only")
         self._func = func
-        # a function with loops, branches or shapes runs as Python, each of its array
-        # statements fused (see .statements); None: traced whole, into one kernel
-        self._statements = (Statements(func) if source is func and needs_statements(func)
-                            else None)
+        # a function with loops, branches or shapes that does not trace whole runs as Python,
+        # each of its array statements fused (see .statements): made when a trace fails
+        self._loops = source is func and needs_statements(func)
+        self._in_place = source is func and writes_in_place(func)
+        self._statements: Statements | None = None
         self._source = source  # what fuse() was given: a pickle rebuilds from it
         self._signature = signature
         self.code = code
@@ -153,8 +154,23 @@ class Fused:
 
     # ------------------------------------------------------------------------------ calling
     def __call__(self, *args, out=None, **kwargs):
-        if self._statements is not None:
-            return self._call_statements(args, kwargs, out)
+        if self._statements is None and self._in_place:
+            try:
+                self._statements = Statements(self._func)
+            except FuseError as why:
+                raise FuseError(f"{why} (it updates an array in place, which a whole trace "
+                                "would not)") from None
+        if self._statements is None:
+            try:
+                return self._call(args, kwargs, out)
+            except _NotWhole as exc:
+                try:
+                    self._statements = Statements(self._func)
+                except FuseError as why:
+                    raise FuseError(f"{exc.__cause__}; {why}") from exc.__cause__
+        return self._call_statements(args, kwargs, out)
+
+    def _call(self, args: tuple, kwargs: dict, out):
         if out is None and self._keywords is not None:  # a small call first (see _small)
             if not kwargs and self._positional and len(args) == len(self._names):
                 found = self._small(args)
@@ -228,18 +244,15 @@ class Fused:
                 tuple(dtype.type(leaf.value) for leaf, dtype in p.weak), p.dtype)
 
     def _call_statements(self, args: tuple, kwargs: dict, out):
-        """A call of a function run statement by statement: its value, copied into ``out``
-        where given (checked first, as a kernel's ``out``)."""
+        """A call of a function run statement by statement (see .statements)."""
+        if out is not None:
+            raise TypeError(f"{self!r} runs statement by statement (it has loops, branches "
+                            "or shapes): its result's shape is known only once it has run, so "
+                            "out= is not taken; assign its result")
         if any(type(v).__module__.startswith("dask") for v in (*args, *kwargs.values())):
             raise FuseError(f"{self!r}: a function with loops or shapes is not fused on dask "
                             "arrays")
-        result = self._statements(*args, **kwargs)
-        if out is None:
-            return result
-        value = np.asarray(result)
-        _check_out(out, value.shape, value.dtype)
-        np.copyto(out, value)
-        return out
+        return self._statements(*args, **kwargs)
 
     def plan(self, kinds: dict) -> codegen.Plan:
         """The kernel plan for inputs of these dtypes (traced once per signature)."""
@@ -252,7 +265,12 @@ class Fused:
             with self._lock:
                 found = self._traces.get(key)
                 if found is None:
-                    _, result = trace(self._call_with, kinds)
+                    try:
+                        _, result = trace(self._call_with, kinds)
+                    except (FuseError, TypeError) as exc:
+                        if self._loops:  # its loops or shapes may run statement by statement
+                            raise _NotWhole(str(exc)) from exc
+                        raise
                     found = codegen.plan(result)
                     self._traces[key] = found
         return found
@@ -283,6 +301,10 @@ class Fused:
         block = functools.partial(_block, self, tuple(names), scalars)  # picklable
         return da.map_blocks(block, *[da.asarray(a) for a in arrays.values()], dtype=dtype,
                              meta=np.empty((0,) * ndim, dtype))
+
+
+class _NotWhole(FuseError):
+    """A function with loops, branches or shapes did not trace whole (see Fused.__call__)."""
 
 
 def _importable(obj) -> bool:

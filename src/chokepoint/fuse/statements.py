@@ -1,21 +1,26 @@
 """A decorated function with loops, branches or shapes: run as Python, each array statement fused.
 
 ``@chokepoint.fuse`` traces a straight-line function into one kernel. A function around such
-code (``n = u.shape[0]``, ``for _ in range(steps):``, ``if``) cannot be traced that way: its
-control flow depends on values. Such a function is rewritten once (:class:`Statements`): the
-loops, branches and scalar work stay Python, and each statement computing an array expression,
-``t = expr``, ``u[1:-1, 1:-1] = expr``, ``u += expr`` and ``return expr``, calls the fused kernel
-of its expression (``chokepoint.fuse`` of the expression, a basic slice of a name lifted into an
-argument of its own, as a stencil's shifted neighbours), writing into the target's memory where
-NumPy would (a slice assigned, an array updated in place). A statement fuse refuses for the
-values it gets (a scalar expression, a call of another library) is evaluated by Python, as
-written, from then on. Values are fuse's: NumPy's, within the ulp bounds of its functions.
+code (``n = u.shape[0]``, ``for _ in range(steps):``, ``if``) may not trace: its control flow
+depends on values. Such a function (:func:`needs_statements`; :class:`.api.Fused` tries the
+whole trace first), and one updating an array in place (:func:`writes_in_place`), is rewritten
+once (:class:`Statements`): the loops, branches and scalar work
+stay Python, and each statement computing an array expression, ``t = expr``, ``u[1:-1, 1:-1] =
+expr``, ``u += expr`` and ``return expr``, calls the fused kernel of its expression (a basic
+slice of a name lifted into an argument of its own, as a stencil's shifted neighbours),
+writing into the target's memory where NumPy would (a slice assigned, an array updated in
+place). A call whose values are not arrays and numbers (lists, tuples), and a statement fuse
+refuses (a scalar expression, a matrix product), is evaluated by Python as written. Values are
+fuse's: NumPy's, within the ulp bounds of its functions; ``np.errstate`` does not reach the
+kernels (they neither warn nor raise on a division by zero, as fuse's kernels never do).
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import copy
+import dis
 import inspect
 import textwrap
 import types
@@ -25,11 +30,14 @@ import numpy as np
 
 from .trace import FuseError
 
-__all__ = ["Statements", "basic_index", "needs_statements"]
+__all__ = ["Statements", "basic_index", "needs_statements", "writes_in_place"]
 
 _NUMPY = ("np", "numpy")
-_KNOWN = set(_NUMPY) | set(dir(builtins))
+_BUILTINS = set(dir(builtins))
 _COMPOUND = (ast.For, ast.While, ast.If, ast.With, ast.Try)
+#: values a fused statement takes; any other (a list, a tuple) sends the call to Python
+_FUSABLE = (np.ndarray, np.generic, int, float)
+_TABLE = "__chokepoint_statements"
 
 
 def basic_index(node: ast.AST) -> bool:
@@ -46,17 +54,21 @@ def basic_index(node: ast.AST) -> bool:
 
 
 def _function(func: Callable) -> ast.FunctionDef | None:
+    """``func``'s definition, or None where it has no source of its own (a wrapper, which
+    ``inspect`` would answer with the source of what it wraps; a builtin; a REPL's)."""
+    if hasattr(func, "__wrapped__") or not hasattr(func, "__code__"):
+        return None
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
-    except (OSError, TypeError, SyntaxError):  # no source (a lambda in a REPL, a builtin)
+    except (OSError, TypeError, SyntaxError):
         return None
     node = tree.body[0] if tree.body else None
-    return node if isinstance(node, ast.FunctionDef) else None
+    return node if isinstance(node, ast.FunctionDef) and node.name == func.__name__ else None
 
 
 def needs_statements(func: Callable) -> bool:
-    """Whether ``func``'s body has control flow or reads an array's shape: then it is run
-    statement by statement (a straight-line function is traced whole, into one kernel)."""
+    """Whether ``func``'s body has control flow or reads an array's shape: what may keep it
+    from tracing whole (it is then run statement by statement)."""
     node = _function(func)
     if node is None:
         return False
@@ -71,16 +83,67 @@ def needs_statements(func: Callable) -> bool:
     return False
 
 
-def _is_expression(node: ast.AST) -> bool:
-    """An array expression fuse may take: operators and NumPy's functions of names, constants
-    and basic slices; no other calls, attributes or indexing (those stay Python)."""
-    if not isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Call, ast.Compare, ast.IfExp)):
+def writes_in_place(func: Callable) -> bool:
+    """Whether ``func`` updates an array in place (``x += y``, ``x[i] = y``): traced whole, that
+    would rebind a name to a new value and leave the caller's array as it was, so it runs
+    statement by statement from its first call."""
+    code = getattr(func, "__code__", None)
+    if code is None:
         return False
+    # from the bytecode, so that a function without source (a REPL's) is known too
+    return any(i.opname in ("STORE_SUBSCR", "STORE_SLICE") or i.opname.startswith("INPLACE_")
+               or (i.opname == "BINARY_OP" and i.argrepr.endswith("="))
+               for i in dis.get_instructions(code))
+
+
+def _why_not(node: ast.FunctionDef, func: Callable) -> str | None:
+    """Why ``func`` cannot be rewritten (compiled again, outside its class and its enclosing
+    function), or None."""
+    if func.__code__.co_freevars:
+        return (f"it reads names of an enclosing function ({', '.join(func.__code__.co_freevars)})"
+                "; define it at module level")
     for sub in ast.walk(node):
+        if isinstance(sub, ast.ClassDef):
+            return "it defines a class"
+        name = sub.id if isinstance(sub, ast.Name) else (
+            sub.attr if isinstance(sub, ast.Attribute) else None)
+        if name and name.startswith("__") and not name.endswith("__"):
+            return f"it reads {name}, a name its class mangles"
+        if isinstance(sub, (ast.Global, ast.Nonlocal)) and _TABLE in sub.names:
+            return f"it names {_TABLE}"
+    return None
+
+
+def _binds(node: ast.FunctionDef, names: tuple[str, ...]) -> bool:
+    """Whether the function binds any of ``names`` itself (an argument, an assignment, an
+    import): then they are not NumPy's module, nor the builtins."""
+    args = node.args
+    bound = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
+                             *filter(None, (args.vararg, args.kwarg)))}
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+            bound.add(sub.id)
+        elif isinstance(sub, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in sub.names)
+    return bool(bound & set(names))
+
+
+def _is_expression(node: ast.AST, local: set[str]) -> bool:
+    """An array expression fuse may take: operators and NumPy's functions of names, constants
+    and basic slices; no other calls, attributes, indexing or conditional evaluation (those
+    stay Python), and no name the function binds that fuse would read as a builtin."""
+    if not isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Call, ast.Compare)):
+        return False
+    indices = {id(n) for sub in ast.walk(node) if isinstance(sub, ast.Subscript)
+               for n in ast.walk(sub.slice)}  # a basic index's own tuple and names
+    for sub in ast.walk(node):
+        if id(sub) in indices:
+            continue
         if isinstance(sub, ast.Call):
             f = sub.func
             if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
-                    and f.value.id in _NUMPY):
+                    and f.value.id in _NUMPY) or (sub.keywords and any(
+                        k.arg is None for k in sub.keywords)):
                 return False
         elif isinstance(sub, ast.Attribute):
             if not (isinstance(sub.value, ast.Name) and sub.value.id in _NUMPY):
@@ -88,17 +151,34 @@ def _is_expression(node: ast.AST) -> bool:
         elif isinstance(sub, ast.Subscript):
             if not (isinstance(sub.value, ast.Name) and basic_index(sub.slice)):
                 return False
-        elif isinstance(sub, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.Starred,
-                              ast.ListComp, ast.GeneratorExp, ast.DictComp, ast.SetComp)):
+        elif isinstance(sub, ast.Name) and sub.id in _BUILTINS and sub.id in local:
+            return False  # a local `max`: fuse would read the builtin
+        elif isinstance(sub, (ast.IfExp, ast.BoolOp, ast.Lambda, ast.NamedExpr, ast.Await,
+                              ast.Yield, ast.Starred, ast.ListComp, ast.GeneratorExp,
+                              ast.DictComp, ast.SetComp, ast.List, ast.Tuple, ast.Dict,
+                              ast.Set)):
             return False
     return True
+
+
+def _names_in_order(node: ast.AST) -> list[str]:
+    """The names ``node`` reads, in the order Python evaluates them (source order)."""
+    found: list[str] = []
+
+    class Visit(ast.NodeVisitor):
+        def visit_Name(self, n: ast.Name) -> None:
+            if n.id not in found:
+                found.append(n.id)
+
+    Visit().visit(node)
+    return found
 
 
 class _Statement:
     """One statement's expression: its fused kernel (made on first use), and Python's code
     for it where fuse refuses."""
 
-    def __init__(self, expr: ast.expr, where: str):
+    def __init__(self, expr: ast.expr, where: tuple[str, int]):
         lifted: dict[str, ast.expr] = {}  # argument -> the slice it stands for
         taken = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
         by_code: dict[str, str] = {}
@@ -112,17 +192,19 @@ class _Statement:
                         k += 1
                     name = by_code[code] = f"{node.value.id}_{k}"
                     taken.add(name)
-                    lifted[name] = node
-                return ast.Name(by_code[code], ast.Load())
+                    lifted[name] = node  # its lines: the file's (see Statements)
+                return ast.copy_location(ast.Name(by_code[code], ast.Load()), node)
 
-        body = Lift().visit(ast.parse(ast.unparse(expr), mode="eval").body)
+        original = copy.deepcopy(expr)
+        body = Lift().visit(copy.deepcopy(expr))
         self.code = ast.unparse(body)  # what fuse compiles
-        self.arguments = sorted({n.id for n in ast.walk(body) if isinstance(n, ast.Name)}
-                                - _KNOWN)
+        self.arguments = [n for n in _names_in_order(body) if n not in _NUMPY]
         self.lifted = lifted
-        self.where = where
+        self.original = original  # Python's code, for the calls fuse does not take
+        self.where = where  # (file, the statement's line in the rewritten function)
         self.fused = None
-        self.python = None  # Python's code for the expression, once fuse refused it
+        self.refused = False  # fuse refused it once: Python's from then on
+        self.python = None
 
     def values(self) -> ast.Dict:
         """The call's argument: ``{name: value}`` per argument, a slice evaluated as written."""
@@ -132,41 +214,77 @@ class _Statement:
             values.append(self.lifted.get(name) or ast.Name(name, ast.Load()))
         return ast.Dict(keys, values)
 
-    def run(self, values: dict, out=None, casting: str = "unsafe", base=None, index=None):
-        """The expression's value, written where NumPy would write it: into ``out`` where that
-        is an array (an in-place operator on a name), or into ``base[index]`` (a subscript
-        assigned, or updated by an operator). ``casting``: an assignment's ``"unsafe"``, an
-        operator's ``"same_kind"``, as NumPy's. fuse's kernel, or Python's where fuse refuses
-        these values."""
-        if index is not None:
-            view = base[index] if isinstance(base, np.ndarray) and _basic(index) else None
-            if not isinstance(view, np.ndarray):  # an element, a fancy index, not an array
-                result = self.run(values)  # NumPy's (or the container's) own assignment
-                if casting == "same_kind" and isinstance(base, np.ndarray):
-                    _check_cast(np.asarray(result).dtype, base.dtype)
-                base[index] = result
-                return None
-            out = view
-        if not isinstance(out, np.ndarray):
-            out = None
+    def _python(self, values: dict):
         if self.python is None:
-            from .api import fuse
+            lifted = {code: name for name, code in ((n, ast.unparse(c))
+                                                    for n, c in self.lifted.items())}
 
-            try:
-                if self.fused is None:
-                    self.fused = fuse(self.code)
-                if out is not None:
-                    try:  # straight into the target, where it has the result's shape and dtype
-                        return self.fused(**values, out=out)
-                    except (TypeError, ValueError):
-                        pass  # another shape (broadcast) or dtype: computed, then cast
-                result = self.fused(**values)
-            except (FuseError, TypeError, ValueError):
-                self.python = compile(ast.parse(self.code, mode="eval"), self.where, "eval")
-            else:
-                return result if out is None else _into(out, result, casting)
-        result = eval(self.python, {"np": np, "numpy": np}, values)
-        return result if out is None else _into(out, result, casting)
+            class Unlift(ast.NodeTransformer):  # the slices read from the call's values
+                def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+                    name = lifted.get(ast.unparse(node))
+                    return (ast.copy_location(ast.Name(name, ast.Load()), node) if name
+                            else self.generic_visit(node))
+
+            tree = ast.Expression(Unlift().visit(copy.deepcopy(self.original)))
+            self.python = compile(ast.fix_missing_locations(tree), self.where[0], "eval")
+        return eval(self.python, {"np": np, "numpy": np}, values)
+
+    def _fused(self, values: dict, out):
+        """fuse's value (into ``out`` where it has its shape and dtype), or None where fuse
+        does not take these values."""
+        if self.refused or not all(isinstance(v, _FUSABLE) for v in values.values()):
+            return None
+        from .api import fuse
+
+        try:
+            if self.fused is None:
+                self.fused = fuse(self.code)
+            if out is not None:
+                try:  # straight into the target, where it has the result's shape and dtype
+                    return self.fused(**values, out=out)
+                except (TypeError, ValueError):
+                    pass  # another shape (broadcast) or dtype: computed, then cast
+            return self.fused(**values)
+        except (FuseError, TypeError, ValueError):
+            self.refused = True
+            return None
+
+    def value(self, values: dict, out=None):
+        """The expression's value; computed into ``out`` when given and its shape and dtype
+        allow (then ``out`` is returned)."""
+        result = self._fused(values, out)
+        return self._python(values) if result is None else result
+
+    def assign(self, values: dict, base, index) -> None:
+        """``base[index] = expr``: into ``base[index]`` where that is a view, else by
+        ``base``'s own assignment (a fancy index, an element, a container's item)."""
+        view = base[index] if isinstance(base, np.ndarray) and _basic(index) else None
+        if isinstance(view, np.ndarray):
+            _into(view, self.value(values, out=view), "unsafe")
+        else:
+            base[index] = self.value(values)
+
+    def update(self, values: dict, current):
+        """``x op= expr`` where ``current`` is x's value: into it where it is an array (its
+        other references see the update, as with NumPy's operator), else the new value."""
+        if not isinstance(current, np.ndarray):
+            return self.value(values)
+        result = self.value(values, out=current)
+        if result is not current:
+            if np.shape(result) != current.shape:
+                raise ValueError(f"non-broadcastable output operand with shape "
+                                 f"{current.shape} doesn't match the broadcast shape "
+                                 f"{np.shape(result)}")
+            _into(current, result, "same_kind")
+        return current
+
+    def update_item(self, values: dict, base, index) -> None:
+        """``base[index] op= expr``: as Python, ``base[index] = base[index] op expr`` with the
+        item updated in place where it is an array (a view then needs no store)."""
+        item = base[index]
+        new = self.update(values, item)
+        if not (new is item and isinstance(base, np.ndarray) and _basic(index)):
+            base[index] = new
 
 
 def _basic(index) -> bool:
@@ -176,41 +294,47 @@ def _basic(index) -> bool:
                for i in parts) and not any(isinstance(i, bool) for i in parts)
 
 
-def _check_cast(source: np.dtype, target: np.dtype) -> None:
-    if not np.can_cast(source, target, casting="same_kind"):
-        raise TypeError(f"Cannot cast the result from {source} to {target} with casting rule "
-                        "'same_kind' (an in-place operator)")
-
-
 def _into(out: np.ndarray, result, casting: str) -> np.ndarray:
-    np.copyto(out, result, casting=casting)
+    if result is not out:
+        np.copyto(out, result, casting=casting)
     return out
 
 
 class Statements:
     """``func`` rewritten so that each of its array statements runs fused (see the module
-    notes); callable as ``func``."""
+    notes); callable as ``func``.
+
+    Raises
+    ------
+    FuseError
+        Where it cannot be rewritten (no source of its own, a closure, a class inside it, a
+        name its class mangles).
+    """
 
     def __init__(self, func: Callable):
         node = _function(func)
         if node is None:
-            raise FuseError(f"fuse: the source of {func!r} is not available, and its loops or "
-                            "shapes need it")
-        if func.__code__.co_freevars:
-            raise FuseError(f"fuse: {func.__qualname__} reads names of an enclosing function "
-                            f"({', '.join(func.__code__.co_freevars)}); a function with loops "
-                            "or shapes is fused from module level only")
+            raise FuseError(f"fuse: {func!r} has no source of its own, which running it "
+                            "statement by statement needs")
+        why = _why_not(node, func)
+        if why is not None:
+            raise FuseError(f"fuse: {func.__qualname__} cannot run statement by statement: {why}")
         self.statements: list[_Statement] = _Table()
         filename = inspect.getsourcefile(func) or "<fused>"
+        offset = func.__code__.co_firstlineno - 1
         node.decorator_list = []
-        body = _Rewrite(self, filename).visit(node)
+        ast.increment_lineno(node, offset)  # the file's lines, in tracebacks too
+        if not _binds(node, _NUMPY):  # a local `np` is not NumPy: every statement is Python's
+            local = {n.id for n in ast.walk(node)
+                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            local |= {a.arg for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+            node = _Rewrite(self, filename, local).visit(node)
         outer = ast.FunctionDef(
             name="__chokepoint_outer", args=ast.arguments(
-                posonlyargs=[], args=[ast.arg("__chokepoint_statements")], vararg=None,
+                posonlyargs=[], args=[ast.arg(_TABLE)], vararg=None,
                 kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]),
-            body=[body, ast.Return(ast.Name(node.name, ast.Load()))], decorator_list=[],
+            body=[node, ast.Return(ast.Name(node.name, ast.Load()))], decorator_list=[],
             returns=None, type_comment=None)
-        ast.increment_lineno(body, func.__code__.co_firstlineno - 1)  # the file's lines
         module = ast.fix_missing_locations(ast.Module([outer], type_ignores=[]))
         scratch: dict = {}
         exec(compile(module, filename, "exec"), scratch)
@@ -224,100 +348,114 @@ class Statements:
         return self.func(*args, **kwargs)
 
 
-class _Rewrite(ast.NodeTransformer):
-    """Each array statement as a call of its :class:`_Statement`: ``t = S[k].run(values)``,
-    ``S[k].run(values, out=target)`` for a basic slice assigned or an array updated in
-    place."""
+class _Table(list):
+    """The statements of a rewritten function, by position; ``slice`` is the builtin."""
 
-    def __init__(self, owner: Statements, filename: str):
-        self.owner = owner
-        self.filename = filename
-
-    def _call(self, expr: ast.expr, node: ast.stmt, out: ast.expr | None = None,
-              casting: str = "unsafe", target: ast.Subscript | None = None) -> ast.Call:
-        """``S[k].run(values, ...)``: into ``out``, or into ``target`` (a subscript) as its
-        base and its index (slices made with ``slice()``), decided when it runs."""
-        statement = _Statement(expr, f"{self.filename}:{node.lineno}")
-        self.owner.statements.append(statement)
-        k = len(self.owner.statements) - 1
-        run = ast.Attribute(ast.Subscript(_table(), ast.Constant(k), ast.Load()), "run",
-                            ast.Load())
-        keywords = [ast.keyword("casting", ast.Constant(casting))]
-        if out is not None:
-            keywords.append(ast.keyword("out", out))
-        if target is not None:
-            keywords += [ast.keyword("base", _load(target.value)),
-                         ast.keyword("index", _index(target.slice))]
-        return ast.Call(run, [statement.values()], keywords)
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
-        if node is not getattr(self, "_top", node):
-            return node  # a nested function stays as written
-        self._top = node
-        self.generic_visit(node)
-        return node
-
-    def visit_Assign(self, node: ast.Assign) -> ast.AST:
-        if len(node.targets) != 1 or not _is_expression(node.value):
-            return node
-        target = node.targets[0]
-        if isinstance(target, ast.Name):
-            return ast.copy_location(ast.Assign([target], self._call(node.value, node)), node)
-        if isinstance(target, ast.Subscript):
-            return ast.copy_location(ast.Expr(self._call(node.value, node, target=target)),
-                                     node)
-        return node
-
-    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
-        target = node.target
-        if not (_is_expression(node.value) or isinstance(node.value, (ast.Name, ast.Constant))):
-            return node
-        if isinstance(target, ast.Subscript):  # into the subscript, as NumPy's operator
-            if not (isinstance(target.value, ast.Name) and basic_index(target.slice)):
-                return node
-            expr = ast.BinOp(ast.Subscript(target.value, target.slice, ast.Load()), node.op,
-                             node.value)
-            return ast.copy_location(ast.Expr(self._call(expr, node, target=target,
-                                                         casting="same_kind")), node)
-        if not isinstance(target, ast.Name):
-            return node
-        load = ast.Name(target.id, ast.Load())
-        expr = ast.BinOp(load, node.op, node.value)
-        # a name: in place where it holds an array (its other references see it, as with
-        # NumPy's operator), rebound to the result where it holds a scalar
-        call = self._call(expr, node, load, casting="same_kind")
-        return ast.copy_location(ast.Assign([ast.Name(target.id, ast.Store())], call), node)
-
-    def visit_Return(self, node: ast.Return) -> ast.AST:
-        if node.value is None or not _is_expression(node.value):
-            return node
-        return ast.copy_location(ast.Return(self._call(node.value, node)), node)
-
-
-def _load(node: ast.expr) -> ast.expr:
-    """``node`` (a part of a target) as an expression that reads it."""
-    return ast.parse(ast.unparse(node), mode="eval").body
+    slice = slice
 
 
 def _table() -> ast.Name:
     """The rewritten function's name for its statements (a new node at each place: a node
     shared by two places has its line numbers shifted twice)."""
-    return ast.Name("__chokepoint_statements", ast.Load())
+    return ast.Name(_TABLE, ast.Load())
+
+
+def _load(node: ast.expr) -> ast.expr:
+    """``node`` (a part of a target) as an expression that reads it, at its place."""
+    copied = copy.deepcopy(node)
+    for sub in ast.walk(copied):
+        if hasattr(sub, "ctx"):
+            sub.ctx = ast.Load()
+    return copied
 
 
 def _index(node: ast.expr) -> ast.expr:
     """A subscript's index as a value: its slices made by ``slice()`` (the statements' table
     holds it, so that a name ``slice`` of the user's shadows nothing)."""
     if isinstance(node, ast.Tuple):
-        return ast.Tuple([_index(e) for e in node.elts], ast.Load())
+        return ast.copy_location(ast.Tuple([_index(e) for e in node.elts], ast.Load()), node)
     if isinstance(node, ast.Slice):
         parts = [_load(p) if p is not None else ast.Constant(None)
                  for p in (node.lower, node.upper, node.step)]
-        return ast.Call(ast.Attribute(_table(), "slice", ast.Load()), parts, [])
+        return ast.copy_location(
+            ast.Call(ast.Attribute(_table(), "slice", ast.Load()), parts, []), node)
     return _load(node)
 
 
-class _Table(list):
-    """The statements of a rewritten function, by position; ``slice`` is the builtin."""
+class _Rewrite(ast.NodeTransformer):
+    """Each array statement as a call of its :class:`_Statement`: ``t = S[k].value(values)``,
+    ``S[k].assign(values, base, index)``, ``x = S[k].update(values, x)``,
+    ``S[k].update_item(values, base, index)``, ``return S[k].value(values)``."""
 
-    slice = slice
+    def __init__(self, owner: Statements, filename: str, local: set[str]):
+        self.owner = owner
+        self.filename = filename
+        self.local = local
+        self.top = None
+
+    def _call(self, method: str, expr: ast.expr, node: ast.stmt, *extra: ast.expr) -> ast.Call:
+        statement = _Statement(expr, (self.filename, node.lineno))
+        self.owner.statements.append(statement)
+        k = len(self.owner.statements) - 1
+        run = ast.Attribute(ast.Subscript(_table(), ast.Constant(k), ast.Load()), method,
+                            ast.Load())
+        return ast.copy_location(ast.Call(run, [statement.values(), *extra], []), node)
+
+    def _target(self, target: ast.expr) -> bool:
+        """A subscript target whose base and index evaluate without side effects (names,
+        constants, slices), so that evaluating them after the value changes nothing."""
+        return (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                and basic_index(target.slice))
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        if self.top is not None:
+            return node  # a nested function stays as written
+        self.top = node
+        self.generic_visit(node)
+        return node
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AST:
+        return node
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        return node
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST:
+        if len(node.targets) != 1 or not _is_expression(node.value, self.local):
+            return node
+        target = node.targets[0]
+        if isinstance(target, ast.Name):
+            value = self._call("value", node.value, node)
+            return ast.copy_location(ast.Assign([target], value), node)
+        if self._target(target):
+            call = self._call("assign", node.value, node, _load(target.value),
+                              _index(target.slice))
+            return ast.copy_location(ast.Expr(call), node)
+        return node
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
+        target = node.target
+        if not (_is_expression(node.value, self.local)
+                or isinstance(node.value, (ast.Name, ast.Constant))):
+            return node
+        if isinstance(node.value, ast.Name) and node.value.id in _BUILTINS \
+                and node.value.id in self.local:
+            return node
+        if self._target(target):
+            load = ast.Subscript(_load(target.value), _load(target.slice), ast.Load())
+            expr = ast.copy_location(ast.BinOp(load, node.op, node.value), node)
+            call = self._call("update_item", expr, node, _load(target.value),
+                              _index(target.slice))
+            return ast.copy_location(ast.Expr(call), node)
+        if not isinstance(target, ast.Name) or (target.id in _BUILTINS
+                                                 and target.id in self.local):
+            return node
+        expr = ast.copy_location(ast.BinOp(ast.Name(target.id, ast.Load()), node.op,
+                                           node.value), node)
+        call = self._call("update", expr, node, ast.Name(target.id, ast.Load()))
+        return ast.copy_location(ast.Assign([ast.Name(target.id, ast.Store())], call), node)
+
+    def visit_Return(self, node: ast.Return) -> ast.AST:
+        if node.value is None or not _is_expression(node.value, self.local):
+            return node
+        return ast.copy_location(ast.Return(self._call("value", node.value, node)), node)
