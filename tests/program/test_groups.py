@@ -47,7 +47,10 @@ def test_a_key_compared_with_the_loops_variable(code, expected):
 
 @pytest.mark.parametrize(("code", "stored"), [
     ("store = store[::-1]", True), ("store[i] = 0", True), ("store += 1", True),
-    ("for store in x: pass", True), ("sel = store == s", False), ("n = store.sum()", False)])
+    ("for store in x: pass", True), ("sel = store == s", False), ("n = store.sum()", False),
+    ("store.sort()", True), ("np.random.shuffle(store)", True), ("np.add(a, b, out=store)", True),
+    ("x[store], y = 1, 2", False), ("n = np.count_nonzero(store == s)", False),
+    ("a, store = 1, 2", True)])
 def test_a_key_bound_or_written_in_the_loop(code, stored):
     assert _stores(code, "store") == stored
 

@@ -194,11 +194,24 @@ def find(stats: list[LineStat]) -> list[MaskedGroups]:
                     found.append(MaskedGroups(header, s, *pair, mask=None, scans=[s],
                                               gathered={scan[1]} if scan[1] else set()))
                 break
-    # the key must be the same array in every run of the loop
+    # the key must be the same array in every run of the loop (nested loops' lines too)
     return [g for g in found if not any(
         _stores(o.statement.code, _base(g.key)) for o in stats
-        if o.statement.filename == g.compare.statement.filename
-        and o.statement.loop == g.compare.statement.loop)]
+        if _inside(o, g.loop.statement, by_key))]
+
+
+def _inside(stat: LineStat, loop, by_key: dict) -> bool:
+    """Whether ``stat`` runs in the body of the loop ``loop`` (a Statement), at any depth."""
+    st, seen = stat.statement, set()
+    while st.loop and (st.filename, st.loop) not in seen:
+        if st.filename == loop.filename and st.loop == loop.line:
+            return True
+        seen.add((st.filename, st.loop))
+        header = by_key.get((st.filename, st.loop))
+        if header is None:
+            return False
+        st = header.statement
+    return False
 
 
 def _base(column: str) -> str:
@@ -207,20 +220,46 @@ def _base(column: str) -> str:
 
 
 def _stores(code: str, name: str) -> bool:
-    """Whether a statement binds or writes into ``name`` (``key = ...``, ``key[i] = ...``)."""
+    """Whether a statement may change ``name``: binds it or writes into it (``key = ...``,
+    ``key[i] = ...``), or hands it to a call (``key.sort()``, ``np.random.shuffle(key)``,
+    ``out=key``)."""
     tree = _tree(code)
     if tree is None:
         return False
+
+    def written(t: ast.AST) -> bool:
+        if isinstance(t, (ast.Tuple, ast.List)):
+            return any(written(e) for e in t.elts)
+        while isinstance(t, (ast.Subscript, ast.Attribute, ast.Starred)):
+            t = t.value
+        return isinstance(t, ast.Name) and t.id == name
+
     for node in ast.walk(tree):
         targets = (node.targets if isinstance(node, ast.Assign) else
                    [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For))
                    else [])
-        for t in targets:
-            while isinstance(t, (ast.Subscript, ast.Attribute)):
-                t = t.value
-            if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(t)):
+        if any(written(t) for t in targets):
+            return True
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+                    and f.value.id == name and f.attr not in _READERS - {"sort"}:
+                return True  # a method of the key that may change it (sort, fill, put...)
+            if any(isinstance(a, ast.Name) and a.id == name
+                   for a in (*node.args, *(k.value for k in node.keywords))) \
+                    and not _reads_only(f):
                 return True
     return False
+
+
+#: calls that only read their arguments (the pattern's own scans, NumPy's reductions)
+_READERS = {"sum", "count_nonzero", "mean", "max", "min", "prod", "any", "all", "median",
+            "unique", "bincount", "argsort", "sort", "searchsorted", "len", "print"}
+
+
+def _reads_only(f: ast.AST) -> bool:
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    return name in _READERS
 
 
 def _value(stats: list[LineStat], column: str) -> object:

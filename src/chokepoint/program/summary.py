@@ -46,9 +46,9 @@ LINE_BUDGET = 0.25
 #: a line whose hook's calls into library functions are at least this share of its recorded
 #: time is timed by its replay (LineStat.recorded_ns)
 HOOK_UNCERTAIN = 0.5
-#: said of such a line that was not replayed
+#: said of such a line whose replay did not time it
 UNCERTAIN_NOTE = ("its time is uncertain: most of what was recorded was the recording's own "
-                  "cost in the library functions it calls, and it was not replayed")
+                  "cost in the library functions it calls, and no replay timed it")
 #: how the per-operation probes time things in a run (shorter than explain's own)
 RUN_PROBES = ProbeSettings(min_time=0.01, repeats=3)
 
