@@ -141,6 +141,9 @@ def test_short_rows_of_an_argument_are_reduced_by_the_kernel():
     a = _values(6000, np.float32).reshape(600, 10)
     np.testing.assert_array_equal(f(a=a), a.max(axis=-1, keepdims=True))
     assert f.plan({"a": a.dtype}).compiled
+    # a norm of an argument is NumPy's, short rows too (the kernel has no norm of its own)
+    np.testing.assert_array_equal(chokepoint.fuse("np.linalg.norm(a, axis=-1)")(a=a),
+                                  np.linalg.norm(a, axis=-1))
 
 
 def test_a_reduction_read_by_later_elementwise_work():

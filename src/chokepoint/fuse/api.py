@@ -461,9 +461,11 @@ def _reduce(p: codegen.Plan, leaves: list, weak: list, shape: tuple, values: dic
     from .trace import NUMPY_REDUCED, NUMPY_REDUCTIONS, REDUCTIONS
 
     how = {"axis": p.axis, "keepdims": p.keepdims}
-    if p.elementwise.result.op == "input" and not _short_rows(p.axis, shape):
+    if p.elementwise.result.op == "input" and (p.reduce == "norm"
+                                                or not _short_rows(p.axis, shape)):
         # an argument itself: nothing to fuse, and NumPy's SIMD reductions (a norm: BLAS's
-        # dot) read faster than the kernel's buffered leaves, but for short rows
+        # dot) read faster than the kernel's buffered leaves, but for short rows (the kernel
+        # has no norm of its own: a norm of an argument is always NumPy's)
         return NUMPY_REDUCTIONS[p.reduce](values[p.elementwise.result.name], **how)
     if p.reduce in NUMPY_REDUCED:
         return REDUCTIONS[p.reduce](_run(p.elementwise, values, None), **how)
