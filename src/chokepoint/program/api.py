@@ -25,13 +25,13 @@ if TYPE_CHECKING:
     from ..measure.roofline import Roofline
     from .summary import ProgramReport
 
-__all__ = ["BUDGET_S", "profile", "run_program"]
+__all__ = ["BUDGET_S", "profile", "run_program", "shown_path"]
 
 #: probing stops starting new lines after this many seconds (``--budget``)
 BUDGET_S = 30.0
 
 
-def _display(filename: str) -> str:
+def shown_path(filename: str) -> str:
     """A file name as the user would type it: relative to the working directory when inside
     it."""
     if filename.startswith("<"):
@@ -167,7 +167,7 @@ class profile:
 
     def __enter__(self) -> profile:
         frame = sys._getframe(1)
-        self._name = self.name or f"{_display(frame.f_code.co_filename)}:{frame.f_lineno}"
+        self._name = self.name or f"{shown_path(frame.f_code.co_filename)}:{frame.f_lineno}"
         self._recorder = Recorder(include=self.include, budget_bytes=_default_capture_bytes())
         self._start = time.perf_counter()
         self._recorder.start()

@@ -17,7 +17,7 @@ from ..explain.probes import ProbeSettings
 from ..measure.roofline import Roofline, cache_path, roofline
 from ..measure.statements import preserved_rng
 from .analyse import LineAnalysis, analyse_line
-from .api import BUDGET_S, _display
+from .api import BUDGET_S, shown_path
 from .groups import attach as attach_groups
 from .heap import as_in_program, release_heap
 from .joined import producer_of
@@ -148,7 +148,7 @@ class ProgramReport:
 
 
 def _source(stat: LineStat) -> str:
-    return f"{_display(stat.statement.filename)}:{stat.statement.line}"
+    return f"{shown_path(stat.statement.filename)}:{stat.statement.line}"
 
 
 def _row(stat: LineStat, wall_s: float) -> dict:
@@ -161,7 +161,7 @@ def _row(stat: LineStat, wall_s: float) -> dict:
             "share": time_s / wall_s if wall_s > 0 else 0.0, "cause": None, "rewrite": None,
             "analysed": False, "modelled": True, "why_not": None, "causes": [],
             "ruled_out": [], "notes": [],
-            "loop": f"{_display(st.filename)}:{st.loop}" if st.loop else None,
+            "loop": f"{shown_path(st.filename)}:{st.loop}" if st.loop else None,
             "grows": grown_name(st.code) if stat.hits > 1 and st.code else None,
             "_stat": stat}
 
@@ -312,7 +312,7 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
         row.pop("_stat")
     rows.sort(key=lambda r: (r["recoverable_s"], r["time_s"]), reverse=True)
     machine = roof.summary()
-    uncaptured = [_display(s.statement.filename) + f":{s.statement.line}"
+    uncaptured = [shown_path(s.statement.filename) + f":{s.statement.line}"
                   for s in stats if s.over_budget]
     if uncaptured:
         notes.append(f"{len(uncaptured)} line(s) were over the capture budget: "
