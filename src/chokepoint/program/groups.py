@@ -265,7 +265,7 @@ def _reads_only(f: ast.AST) -> bool:
 def _value(stats: list[LineStat], column: str) -> object:
     """The value of a :func:`_column` as one of ``stats`` captured it (None where none did)."""
     node = ast.parse(column, mode="eval").body
-    name = node.id if isinstance(node, ast.Name) else node.value.id
+    name = _base(column)
     for s in stats:
         if s.capture is None or name not in s.capture.values:
             continue

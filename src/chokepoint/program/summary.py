@@ -166,11 +166,17 @@ def _row(stat: LineStat, wall_s: float) -> dict:
             "_stat": stat}
 
 
-def _apply(row: dict, stat: LineStat, a: LineAnalysis, wall_s: float) -> None:
-    hits = stat.hits
-    if stat.recorded_ns:  # its time is its replay's (see LineStat.recorded_ns)
+def _replayed_time(row: dict, stat: LineStat, wall_s: float) -> None:
+    """A line timed by its replay (see LineStat.recorded_ns): its row's time and share are
+    the replay's, and what was recorded is kept beside them."""
+    if stat.recorded_ns:
         row.update(time_s=stat.ns / 1e9, share=stat.ns / 1e9 / wall_s if wall_s > 0 else 0.0,
                    recorded_s=stat.recorded_ns / 1e9)
+
+
+def _apply(row: dict, stat: LineStat, a: LineAnalysis, wall_s: float) -> None:
+    hits = stat.hits
+    _replayed_time(row, stat, wall_s)
     row.update(analysed=True, bytes=a.bytes * hits, flops=a.flops * hits,
                new_bytes=a.new_bytes * hits, floor_s=min(row["time_s"], a.floor_s * hits),
                python_s=min(row["time_s"], max(0.0, a.replay_s - a.ops_s) * hits),
@@ -293,8 +299,7 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
     for row in rows:  # a line timed by its replay, or left uncertain where it was not
         stat = row["_stat"]
         if stat.recorded_ns:
-            row.update(time_s=stat.ns / 1e9, share=stat.ns / 1e9 / wall_s if wall_s else 0.0,
-                       recorded_s=stat.recorded_ns / 1e9)
+            _replayed_time(row, stat, wall_s)  # a replay that failed may have timed it
             if not row["analysed"]:
                 row["notes"] = [*row["notes"], UNCERTAIN_NOTE]
     # a group-by written as a loop of masks: its lines' causes, from the whole loop
@@ -312,8 +317,7 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
         row.pop("_stat")
     rows.sort(key=lambda r: (r["recoverable_s"], r["time_s"]), reverse=True)
     machine = roof.summary()
-    uncaptured = [shown_path(s.statement.filename) + f":{s.statement.line}"
-                  for s in stats if s.over_budget]
+    uncaptured = [_source(s) for s in stats if s.over_budget]
     if uncaptured:
         notes.append(f"{len(uncaptured)} line(s) were over the capture budget: "
                      + ", ".join(uncaptured[:5]))
