@@ -145,13 +145,13 @@ def decision_calls() -> None:
             out = np.empty_like(x)
             for _ in range(300):  # past the exploration
                 chokepoint.relu(x, out=out)
-            plan = chooser.plan("relu", n, "parallel")
+            decision = chooser.decision("relu", n, "parallel")
             calls, deciding = [], []
             spent.clear()
             chooser.decide = timed_decide
             try:
                 for _ in range(2000):
-                    deciding.append(plan[1] == 0)
+                    deciding.append(decision.left == 0)
                     start = time.perf_counter()
                     chokepoint.relu(x, out=out)
                     calls.append(time.perf_counter() - start)

@@ -88,7 +88,7 @@ def main() -> None:
 def by_working_set(rounds: int = 15) -> None:
     """Stream against parallel below the 16 MiB output where streaming starts: whether it pays
     follows the working set (inputs and output) against the L3, not the output's size."""
-    print("\nstream / parallel below STREAM_MIN_BYTES (blocks of 10 calls, median):")
+    print("\nstream / parallel below stream_min_bytes (blocks of 10 calls, median):")
     for n in (1_000_000, 2_000_000, 4_000_000):
         for dtype in (np.float32, np.float64):
             rng = np.random.default_rng(0)

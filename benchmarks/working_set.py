@@ -3,12 +3,12 @@
 Until the eleventh session a call streamed (non-temporal stores) only when its output took at
 least 16 MiB, and never below ``CHECKED_MAX`` (2**21 elements), where the C path runs the
 calls. Now a map may stream where its arrays together take at least
-``engine_numba.STREAM_MIN_BYTES`` (the last-level cache's size), the C path included, and
+``engine_numba.settings.stream_min_bytes`` (the last-level cache's size), the C path included, and
 the chooser weighs streaming against the plain parallel and serial kernels.
 
 This script times the public call with ``out=`` (and a new result), alternated in one
 process: our call under the new rule, our call with mid-size streaming off
-(``STREAM_MIN_BYTES`` set past any size: the old behaviour below 16 MiB outputs), and torch's
+(``stream_min_bytes`` set past any size: the old behaviour below 16 MiB outputs), and torch's
 best formulation. Each entry is the mean call of a block of calls, after a few untimed calls
 that let the chooser and the C path take the new mode; the three take turns at coming first
 (a call right after torch's runs slower: its threads still hold the cores); the median of the
@@ -66,8 +66,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=30)
     args = parser.parse_args()
-    rule = en.STREAM_MIN_BYTES
-    print(f"STREAM_MIN_BYTES {rule / 2**20:.0f} MiB; us per call, medians of {args.rounds} "
+    rule = en.settings.stream_min_bytes
+    print(f"stream_min_bytes {rule / 2**20:.0f} MiB; us per call, medians of {args.rounds} "
           f"alternated blocks of {args.calls} calls")
     print(f"{'case':24s} {'dtype':8s} {'n':>8s} {'MB':>5s} {'new rule':>9s} {'off':>9s} "
           f"{'torch':>9s} {'off/new':>8s} {'torch/new':>9s}")
@@ -78,14 +78,14 @@ def main() -> None:
                 megabytes = arrays * n * np.dtype(dtype).itemsize / 1e6
                 times: dict[str, list[float]] = {"new": [], "off": [], "torch": []}
                 for mode in ("new", "off"):  # compile, and the chooser's first exploration
-                    en.STREAM_MIN_BYTES = rule if mode == "new" else _OFF
+                    en.configure(stream_min_bytes=rule if mode == "new" else _OFF)
                     settle(ours)
-                en.STREAM_MIN_BYTES = rule
+                en.configure(stream_min_bytes=rule)
                 peer()
                 order = ["new", "off", "torch"]
                 for _ in range(args.rounds):
                     for mode in order:  # each one after each other in turn
-                        en.STREAM_MIN_BYTES = rule if mode == "new" else _OFF
+                        en.configure(stream_min_bytes=rule if mode == "new" else _OFF)
                         times[mode].append(_block(peer if mode == "torch" else ours,
                                                   args.calls))
                     order = order[1:] + order[:1]
@@ -93,7 +93,7 @@ def main() -> None:
                 print(f"{label:24s} {np.dtype(dtype).name:8s} {n:8d} {megabytes:5.0f} "
                       f"{m['new'] * 1e6:9.1f} {m['off'] * 1e6:9.1f} {m['torch'] * 1e6:9.1f} "
                       f"{m['off'] / m['new']:8.2f} {m['torch'] / m['new']:9.2f}")
-    en.STREAM_MIN_BYTES = rule
+    en.configure(stream_min_bytes=rule)
 
 
 if __name__ == "__main__":

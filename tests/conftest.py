@@ -1,5 +1,6 @@
 """Shared fixtures."""
 
+import dataclasses
 import importlib
 import os
 
@@ -16,6 +17,17 @@ roofline_module = importlib.import_module("chokepoint.measure.roofline")
 
 #: the environment as the session began (after the setting above)
 _ENVIRON = dict(os.environ)
+
+
+@pytest.fixture
+def launch_settings():
+    """``engine_numba.configure`` for one test: its settings (the C path's too) restored
+    after it."""
+    from chokepoint.kernels import engine_numba
+
+    was = engine_numba.settings
+    yield engine_numba.configure
+    engine_numba.configure(**dataclasses.asdict(was))
 
 
 @pytest.fixture(autouse=True)

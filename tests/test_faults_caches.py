@@ -26,13 +26,11 @@ roofline_module = importlib.import_module("chokepoint.measure.roofline")
 
 
 @pytest.fixture
-def caches(tmp_path, monkeypatch):
+def caches(tmp_path, monkeypatch, launch_settings):
     """An empty cache directory; the tuning and the engine's choices restored afterwards."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setattr(tuning, "_memo", None)
     monkeypatch.setattr(roofline_module, "_memo", None)
-    for name in ("PARALLEL_MIN", "_stream_maps", "_stream_masks"):
-        monkeypatch.setattr(engine_numba, name, getattr(engine_numba, name))
     return tmp_path / "cache" / "chokepoint"
 
 

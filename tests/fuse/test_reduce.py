@@ -17,9 +17,9 @@ from chokepoint.fuse import FuseError
 from chokepoint.kernels import engine_numba
 
 # sizes around the kernel's leaves (128), buffers (2048) and tasks; the last one is above
-# engine_numba.PARALLEL_MIN, so the parallel kernel runs
+# engine_numba.settings.parallel_min, so the parallel kernel runs
 SIZES = [1, 7, 8, 9, 130, 2049, 70_001]
-assert SIZES[-1] > engine_numba.PARALLEL_MIN
+assert SIZES[-1] > engine_numba.settings.parallel_min
 
 FUSED = {kind: chokepoint.fuse(f"np.{kind}(a * 1)") for kind in
          ("sum", "mean", "max", "min", "prod", "any", "all")}

@@ -13,7 +13,9 @@ from chokepoint.kernels.adaptive import (
     STALE,
     WARM,
     Chooser,
+    Decision,
 )
+from chokepoint.kernels import adaptive
 
 
 def warm(c, name, n):
@@ -125,7 +127,7 @@ def test_size_classes_and_kernels_are_apart():
 
 def test_the_engine_records_its_calls_and_values_do_not_change():
     # above the tuned threshold (1 << 18 on a Zen 3 VM): below it the serial kernel runs
-    x = np.linspace(-1, 1, max(1 << 17, 2 * engine_numba.PARALLEL_MIN))
+    x = np.linspace(-1, 1, max(1 << 17, 2 * engine_numba.settings.parallel_min))
     expected = np.maximum(x, 0)
     chooser = engine_numba.chooser
     before = dict(chooser.figures)
@@ -208,12 +210,12 @@ def test_three_candidates_each_measured_then_the_fastest():
 def _call(c, name, n, seconds_for) -> str:
     """One call as the kernels' fast path makes it: the plan's calls timed and added to it,
     the chooser's decision at the end of each period (the timed call recorded)."""
-    plan = c.plan(name, n, "parallel")
-    if plan[1] > 0:
-        plan[1] -= 1
-        variant = plan[0]
-        plan[2] += seconds_for(variant)
-        plan[3] += 1
+    plan = c.decision(name, n, "parallel")
+    if plan.left > 0:
+        plan.left -= 1
+        variant = plan.variant
+        plan.seconds += seconds_for(variant)
+        plan.calls += 1
         return variant
     variant, timed = c.decide(name, n, "parallel")
     if timed:
@@ -271,7 +273,7 @@ def test_the_calls_after_a_switch_are_not_counted(incumbent):
     c.record("relu", n, "serial" if incumbent == "parallel" else "parallel", 1.0)
     for _ in range(50):
         c.record("relu", n, incumbent, steady[incumbent])
-    c.plan("relu", n, "parallel")[0] = incumbent
+    c.decision("relu", n, "parallel").variant = incumbent
     for _ in range(3):
         clock.now += STALE + 1  # each variant stale in turn: explored from the other side
         for _ in range(400):
@@ -337,22 +339,23 @@ def test_the_plan_is_the_live_decision():
     c = Chooser(clock)
     n = 100_000
     warm(c, "relu", n)
-    plan = c.plan("relu", n, "parallel")
-    assert plan == [None, 0, 0.0, 0]
+    plan = c.decision("relu", n, "parallel")
+    assert (plan.variant, plan.left, plan.seconds, plan.calls) == (None, 0, 0.0, 0)
     cost = {"parallel": PERIOD, "serial": 3 * PERIOD}  # calls long enough for SAMPLE
     for _ in range(4):  # parallel twice, serial twice: both measured
         variant, timed = c.decide("relu", n, "parallel")
         if timed:
             c.record("relu", n, variant, cost[variant])
-    while plan[1] == 0:
+    while plan.left == 0:
         variant, timed = c.decide("relu", n, "parallel")
         if timed:
             c.record("relu", n, variant, cost[variant])
-    assert plan[:2] == ["parallel", SAMPLE - 1] and c.plan("relu", n, "parallel") is plan
-    assert c.decide("relu", n, "parallel") == ("parallel", False) and plan[1] == SAMPLE - 2
-    assert c.plan("relu", 2 * n, "parallel") is not plan  # another size class
+    assert (plan.variant, plan.left) == ("parallel", SAMPLE - 1)
+    assert c.decision("relu", n, "parallel") is plan
+    assert c.decide("relu", n, "parallel") == ("parallel", False) and plan.left == SAMPLE - 2
+    assert c.decision("relu", 2 * n, "parallel") is not plan  # another size class
     c.expire()
-    assert plan[:2] == ["parallel", 0]
+    assert (plan.variant, plan.left) == ("parallel", 0)
     assert c.decide("relu", n, "parallel") == ("parallel", True)  # chosen and timed again
 
 
@@ -366,3 +369,34 @@ def test_kernels_compiled_before_their_first_call_count_it():
     c.compiled("relu", ("serial", "parallel"), ("native", "f", "f"))
     c.record("relu", n, "parallel", 2e-3, ("native", "f", "f"))
     assert c.figures[("relu", n.bit_length(), "parallel")][2] == 1
+
+
+def test_a_decision_counts_its_calls_and_ends_once_they_took_period_max():
+    d = Decision()
+    assert (d.variant, d.left, d.seconds, d.calls) == (None, 0, 0.0, 0)
+    d.variant, d.left = "parallel", 5
+    d.count(adaptive.PERIOD_MAX / 4)
+    assert (d.left, d.calls) == (5, 1) and d.seconds == adaptive.PERIOD_MAX / 4
+    d.count(adaptive.PERIOD_MAX)  # far slower than planned: the next call decides
+    assert (d.left, d.calls) == (0, 2)
+    with pytest.raises(AttributeError):
+        d.varaint = "serial"  # slots: a misspelt field is an error, not a new attribute
+
+
+def test_timing_records_a_timed_call_and_counts_the_others():
+    c = Chooser()
+    recorded = []
+    c.record = lambda *args: recorded.append(args)
+    n = 100_000
+    with c.timing("relu", n, "parallel", ("serial",), ("d", "d")) as first:
+        pass
+    assert first == "parallel" and recorded[0][:3] == ("relu", n, "parallel")
+    assert recorded[0][4] == ("d", "d")
+    d = c.decision("relu", n, "parallel", ("serial",))
+    d.variant, d.left = "serial", 3
+    with c.timing("relu", n, "parallel", ("serial",)) as variant:
+        pass
+    assert variant == "serial" and (d.left, d.calls) == (2, 1) and len(recorded) == 1
+    with pytest.raises(ValueError), c.timing("relu", n, "parallel", ("serial",)):
+        raise ValueError("the kernel failed")
+    assert (d.left, d.calls) == (1, 1)  # decided, but a failed call is not counted

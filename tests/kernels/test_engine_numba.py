@@ -17,7 +17,7 @@ from chokepoint.kernels.ops import OPS
 
 from . import reference as ref
 
-N = engine_numba.PARALLEL_MIN * 4  # large enough for the parallel kernels
+N = engine_numba.settings.parallel_min * 4  # large enough for the parallel kernels
 
 
 def test_many_threads_call_parallel_kernels_at_once():
@@ -163,10 +163,10 @@ def test_backend_from_the_environment():
     assert bad.returncode != 0 and "unknown backend 'fortran'" in bad.stderr
 
 
-def test_no_streaming_stores_into_an_output_that_is_also_an_input(monkeypatch):
+def test_no_streaming_stores_into_an_output_that_is_also_an_input(launch_settings, monkeypatch):
     # in place, the lines were just read: non-temporal stores cost 1.2-3.7x there (issue 9)
-    monkeypatch.setattr(engine_numba, "_stream_maps", True)
-    n = engine_numba.STREAM_MIN_BYTES // 24 + 8  # grad, x and out together: just enough
+    launch_settings(stream_maps=True)
+    n = engine_numba.settings.stream_min_bytes // 24 + 8  # grad, x and out together: just enough
     g, x, o = np.ones(n), np.ones(n), np.empty(n)
     can = engine_numba.can_stream
     assert can("relu_backward", (g, x), o)
@@ -177,27 +177,27 @@ def test_no_streaming_stores_into_an_output_that_is_also_an_input(monkeypatch):
     assert not can("relu_backward", (g[1:], x[1:]), o[1:])  # out not 16-byte aligned
     assert not can("gelu_backward", (g, x), o)  # no streaming variant worth running
     # the mask kernels stream in place too (grad read, and written over)
-    monkeypatch.setattr(engine_numba, "_stream_masks", True)
-    big = np.ones(engine_numba.STREAM_MIN_BYTES // 16 + 8)
+    launch_settings(stream_masks=True)
+    big = np.ones(engine_numba.settings.stream_min_bytes // 16 + 8)
     assert can("mask_backward", (big, np.empty(big.size // 8, np.uint8)), big)
 
 
-def test_only_select_kernels_stream(monkeypatch):
+def test_only_select_kernels_stream(launch_settings, monkeypatch):
     # the unrolled streaming lanes stay scalar for exp & co: SiLU 175 ms vs 15.5 ms (issue 9)
     from chokepoint.kernels import engine_numba
 
     # whatever this machine's cached tuning chose (chokepoint tune)
-    monkeypatch.setattr(engine_numba, "_stream_masks", True)
-    monkeypatch.setattr(engine_numba, "_stream_maps", True)
+    launch_settings(stream_masks=True)
+    launch_settings(stream_maps=True)
 
     assert engine_numba._STREAMING_OPS["relu_backward"]
     assert engine_numba._STREAMING_OPS["hardtanh"]
     assert not engine_numba._STREAMING_OPS["silu"]
     assert not engine_numba._STREAMING_OPS["gelu_backward"]
-    big = np.ones(engine_numba.STREAM_MIN_BYTES // 8)
+    big = np.ones(engine_numba.settings.stream_min_bytes // 8)
     assert not engine_numba.can_stream("silu", (big,), np.empty_like(big))
     assert engine_numba.can_stream("mask_backward", (big, big), big)
-    monkeypatch.setattr(engine_numba, "_stream_masks", False)
+    launch_settings(stream_masks=False)
     assert not engine_numba.can_stream("mask_backward", (big, big), big)
 
 
@@ -264,11 +264,11 @@ def test_mask_forward_variants_on_every_partial_byte(mode, dtype, name):
         assert np.array_equal(bits, np.packbits(keep, bitorder="little")), (n, mode)
 
 
-def test_a_streamed_kernel_then_an_output_that_cannot_stream(monkeypatch):
+def test_a_streamed_kernel_then_an_output_that_cannot_stream(launch_settings, monkeypatch):
     # the chooser repeats a decided variant for the next calls of the same kernel and size:
     # never the streaming one for a call whose out cannot stream (not 16-byte aligned here)
-    monkeypatch.setattr(engine_numba, "_stream_maps", True)
-    n = engine_numba.STREAM_MIN_BYTES // 8 + 8
+    launch_settings(stream_maps=True)
+    n = engine_numba.settings.stream_min_bytes // 8 + 8
     x = np.linspace(-1, 1, n)
     unaligned = np.empty(n + 1, np.float32)[1:]
     assert not engine_numba.can_stream("relu_grad", (x,), unaligned)
@@ -347,10 +347,11 @@ def test_only_expressions_the_vector_step_writes_stream():
     assert not ok(Op("g", 1, "select(v > zero, v, v * slope)", integers=True))  # int64 in numba
 
 
-def test_one_byte_outputs_stream_only_where_the_variant_writes_whole_stores(monkeypatch):
-    monkeypatch.setattr(engine_numba, "_stream_maps", True)
-    monkeypatch.setattr(engine_numba, "_stream_masks", True)
-    n = engine_numba.STREAM_MIN_BYTES // 2 + 16
+def test_one_byte_outputs_stream_only_where_the_variant_writes_whole_stores(launch_settings,
+                                                                           monkeypatch):
+    launch_settings(stream_maps=True)
+    launch_settings(stream_masks=True)
+    n = engine_numba.settings.stream_min_bytes // 2 + 16
     x, out = np.zeros(n, np.int8), np.empty(n, np.int8)
     # the maps' 16 lanes make whole 16-byte stores of 1-byte results (relu_grad's uint8)
     assert engine_numba.can_stream("relu_grad", (x,), out.view(np.uint8))
@@ -360,16 +361,17 @@ def test_one_byte_outputs_stream_only_where_the_variant_writes_whole_stores(monk
     assert engine_numba.stream_step("mask_backward") == 8
 
 
-def test_a_call_that_can_stream_weighs_stream_parallel_and_serial(monkeypatch, backend):
+def test_a_call_that_can_stream_weighs_stream_parallel_and_serial(launch_settings, monkeypatch,
+                                                                  backend):
     # whether non-temporal stores pay depends on the CPU and the kernel: the chooser measures
     # all three variants of a call that can stream, and its results are the same from each
     if backend != "numba":
         pytest.skip("the variants belong to the numba engine")
-    monkeypatch.setattr(engine_numba, "_stream_maps", True)
+    launch_settings(stream_maps=True)
     monkeypatch.setattr(engine_numba, "chooser", adaptive.Chooser())
     # float32 in, 1-byte results out; the launcher's size (the C path's plans keep their
     # chooser's lists)
-    n = max(engine_numba.STREAM_MIN_BYTES // 5, engine_numba.CHECKED_MAX) + 13
+    n = max(engine_numba.settings.stream_min_bytes // 5, engine_numba.CHECKED_MAX) + 13
     x = np.linspace(-1, 1, n, dtype=np.float32)
     x[::9] = np.nan
     want = ~(x <= 0)

@@ -61,7 +61,7 @@ def test_other_calls_take_the_general_path(monkeypatch):
     assert len(calls) == len(others)
     chokepoint.relu(x, out=np.empty(10))
     # parallel sizes too: the engine's launcher chooses the variant
-    big = np.linspace(-1, 1, 2 * engine_numba.PARALLEL_MIN).reshape(2, -1)
+    big = np.linspace(-1, 1, 2 * engine_numba.settings.parallel_min).reshape(2, -1)
     assert np.array_equal(chokepoint.relu(big), np.maximum(big, 0))
     plain = 0 if chokepoint.get_backend() == "numba" else 2  # fast on numba only
     assert len(calls) == len(others) + plain
@@ -104,7 +104,7 @@ def test_a_cached_parameter_does_not_let_an_equal_one_of_another_type_through():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("n", [13, 2 * engine_numba.PARALLEL_MIN + 5])
+@pytest.mark.parametrize("n", [13, 2 * engine_numba.settings.parallel_min + 5])
 def test_mask_calls_take_the_fast_path_with_the_same_values(dtype, n, monkeypatch):
     if chokepoint.get_backend() != "numba":
         pytest.skip("the fast path is the numba engine's")
@@ -183,7 +183,8 @@ def test_small_mask_calls_checked_in_the_kernel(dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_mid_size_calls_run_the_chosen_variant_without_the_launcher(dtype, monkeypatch):
+def test_mid_size_calls_run_the_chosen_variant_without_the_launcher(launch_settings, dtype,
+                                                                    monkeypatch):
     # between PARALLEL_MIN and CHECKED_MAX elements the public functions run the chooser's
     # variant themselves, through the checked kernels (which check shapes and overlap):
     # each variant gives the same values as the general path, and the timed calls are
@@ -191,7 +192,7 @@ def test_mid_size_calls_run_the_chosen_variant_without_the_launcher(dtype, monke
     # C path's
     if chokepoint.get_backend() != "numba":
         pytest.skip("the fast path is the numba engine's")
-    n = engine_numba.PARALLEL_MIN + 13
+    n = engine_numba.settings.parallel_min + 13
     assert n < engine_numba.CHECKED_MAX
     rng = np.random.default_rng(3)
     x = rng.standard_normal((n,)).astype(dtype)
@@ -204,7 +205,7 @@ def test_mid_size_calls_run_the_chosen_variant_without_the_launcher(dtype, monke
     recorded = []
     chooser = engine_numba.chooser
     record = chooser.record
-    monkeypatch.setattr(engine_numba, "lock_free", True)  # as after a launch under omp/tbb
+    launch_settings(lock_free=True)  # as after a launch under omp/tbb
     with monkeypatch.context() as patch:
         patch.setattr(engine_numba, "launch", refuse)
         patch.setattr(chooser, "record", lambda *a: recorded.append(a) or record(*a))

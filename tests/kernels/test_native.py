@@ -3,6 +3,7 @@ Python path's values, bit for bit; what it declines goes to the Python path, whi
 raises as before and writes nothing first."""
 
 import contextlib
+import dataclasses
 import os
 import shlex
 import shutil
@@ -294,6 +295,11 @@ def test_without_the_c_path_every_call_takes_the_python_path():
     assert "CHOKEPOINT_NATIVE=0" in done.stdout
 
 
+def _set(decision: adaptive.Decision, variant: str, left: int) -> None:
+    """A decision of ``variant`` for the next ``left`` calls, none counted yet."""
+    decision.variant, decision.left, decision.seconds, decision.calls = variant, left, 0.0, 0
+
+
 @pytest.fixture
 def no_period_max(monkeypatch):
     """Periods that no call's time ends early (PERIOD_MAX, in C and in Python): on a slow or
@@ -311,19 +317,19 @@ def no_period_max(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_mid_size_calls_run_the_decided_variant_in_c_and_count_in_the_plan(dtype, monkeypatch,
-                                                                          no_period_max):
+def test_mid_size_calls_run_the_decided_variant_in_c_and_count_in_the_plan(
+        launch_settings, dtype, monkeypatch, no_period_max):
     # between PARALLEL_MIN and CHECKED_MAX the C path runs the variant of the chooser's live
     # decision while it has calls left (as api.call_fast), adds each call's time to it, and
     # at its end asks the chooser for the next decision
     _numba_only()
-    n = engine_numba.PARALLEL_MIN + 13
+    n = engine_numba.settings.parallel_min + 13
     x, g = _inputs(dtype, (n,))
-    monkeypatch.setattr(engine_numba, "lock_free", True)  # as after a launch under omp/tbb
+    launch_settings(lock_free=True)  # as after a launch under omp/tbb
     engine_numba.chooser.expire()
     for _ in range(3):  # the Python path decides, and gives the C path the plan
         chokepoint.relu_backward(g, x)
-    plan = engine_numba.chooser.plan("relu_backward", n, "parallel")
+    plan = engine_numba.chooser.decision("relu_backward", n, "parallel")
     expected = ref.relu_backward(g, x)
     chooser = engine_numba.chooser
     calls = []
@@ -337,12 +343,12 @@ def test_mid_size_calls_run_the_decided_variant_in_c_and_count_in_the_plan(dtype
         return type(chooser).record(chooser, *args)
 
     for variant in ("parallel", "serial"):
-        plan[:] = [variant, 5, 0.0, 0]
+        _set(plan, variant, 5)
         with _c_path_only(monkeypatch):
             for left in range(4, -1, -1):
                 assert ref.same(chokepoint.relu_backward(g, x), expected)
-                assert plan[1] == left
-        assert plan[3] == 5 and plan[2] > 0
+                assert plan.left == left
+        assert plan.calls == 5 and plan.seconds > 0
         # no call left: the C path asks the chooser, as the Python path would, and runs the
         # variant it decided (the call not counted in the new period; timed if it says so)
         monkeypatch.setattr(chooser, "decide", decide)
@@ -351,7 +357,7 @@ def test_mid_size_calls_run_the_decided_variant_in_c_and_count_in_the_plan(dtype
         with _c_path_only(monkeypatch):
             assert ref.same(chokepoint.relu_backward(g, x), expected)
         assert calls[0] == ("decide", "relu_backward", n, "parallel", ("serial",))
-        assert plan[2:] == [0.0, 0] and plan[0] in ("parallel", "serial")
+        assert (plan.seconds, plan.calls) == (0.0, 0) and plan.variant in ("parallel", "serial")
         assert len(calls) == 1 or calls[1][:3] == ("record", "relu_backward", n)
         monkeypatch.delattr(chooser, "decide")
         monkeypatch.delattr(chooser, "record")
@@ -359,7 +365,7 @@ def test_mid_size_calls_run_the_decided_variant_in_c_and_count_in_the_plan(dtype
     def broken(*args):
         raise RuntimeError("no decision")
 
-    plan[:] = ["parallel", 0, 0.0, 0]
+    _set(plan, "parallel", 0)
     monkeypatch.setattr(chooser, "decide", broken)  # a failed decision: the Python path's
     out = np.full_like(g, 7.0)
     with _c_path_only(monkeypatch), pytest.raises(AssertionError, match="Python path"):
@@ -369,7 +375,7 @@ def test_mid_size_calls_run_the_decided_variant_in_c_and_count_in_the_plan(dtype
     def interrupted(*args):
         raise KeyboardInterrupt
 
-    plan[:] = ["parallel", 0, 0.0, 0]
+    _set(plan, "parallel", 0)
     monkeypatch.setattr(chooser, "decide", interrupted)  # not an Exception: it propagates
     with _c_path_only(monkeypatch), pytest.raises(KeyboardInterrupt):
         chokepoint.relu_backward(g, x, out=out)
@@ -379,31 +385,31 @@ def test_mid_size_calls_run_the_decided_variant_in_c_and_count_in_the_plan(dtype
     lane = native.Lane(native.MAP2)
     lane.add("relu_backward", x.dtype, x.dtype, (0.0,))
     assert lane.native(g, x, None) is None
-    plan[:] = ["parallel", 5, 0.0, 0]
-    monkeypatch.setattr(engine_numba, "lock_free", False)  # a layer that needs the lock
+    _set(plan, "parallel", 5)
+    launch_settings(lock_free=False)  # a layer that needs the lock
     with _c_path_only(monkeypatch), pytest.raises(AssertionError, match="Python path"):
         chokepoint.relu_backward(g, x)
-    assert plan[1] == 5
+    assert plan.left == 5
 
 
 @pytest.mark.parametrize("path", ["c", "python"])
-def test_a_period_whose_calls_took_period_max_ends_early(path, monkeypatch):
+def test_a_period_whose_calls_took_period_max_ends_early(launch_settings, path, monkeypatch):
     # a period is counted in calls from the figure; calls that became much slower (a parallel
     # kernel waiting for a busy core) end it once they have taken PERIOD_MAX seconds, in the C
     # path and in the Python fast path alike: the next call decides
     _numba_only()
-    n = engine_numba.PARALLEL_MIN + 13
+    n = engine_numba.settings.parallel_min + 13
     x, g = _inputs(np.float64, (n,))
-    monkeypatch.setattr(engine_numba, "lock_free", True)
+    launch_settings(lock_free=True)
     engine_numba.chooser.expire()
     for _ in range(3):
         chokepoint.relu_backward(g, x)
-    plan = engine_numba.chooser.plan("relu_backward", n, "parallel")
+    plan = engine_numba.chooser.decision("relu_backward", n, "parallel")
     module = native.load()
     if path == "c":
         was = module.set_period_max(1e-9)  # every call takes longer than this
         try:
-            plan[:] = ["parallel", 5, 0.0, 0]
+            _set(plan, "parallel", 5)
             with _c_path_only(monkeypatch):
                 chokepoint.relu_backward(g, x)
         finally:
@@ -412,74 +418,74 @@ def test_a_period_whose_calls_took_period_max_ends_early(path, monkeypatch):
         monkeypatch.setattr(adaptive, "PERIOD_MAX", 1e-9)
         was = module.set_enabled(False)  # the Python path takes every call
         try:
-            plan[:] = ["parallel", 5, 0.0, 0]
+            _set(plan, "parallel", 5)
             chokepoint.relu_backward(g, x)
         finally:
             module.set_enabled(was)
-    assert plan[1] == 0 and plan[3] == 1  # counted, and the period over
-    plan[:] = ["parallel", 5, 0.0, 0]
+    assert plan.left == 0 and plan.calls == 1  # counted, and the period over
+    _set(plan, "parallel", 5)
     was = module.set_period_max(1e6)
     try:
         with _c_path_only(monkeypatch):  # below the limit the period runs on
             chokepoint.relu_backward(g, x)
     finally:
         module.set_period_max(was)
-    assert plan[1] == 4
+    assert plan.left == 4
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_mid_size_calls_that_can_stream_have_their_own_plan_in_c(dtype, monkeypatch,
-                                                                  no_period_max):
-    # a map whose arrays outgrow the last-level cache (STREAM_MIN_BYTES, lowered here) may
+def test_mid_size_calls_that_can_stream_have_their_own_plan_in_c(launch_settings, dtype,
+                                                                  monkeypatch, no_period_max):
+    # a map whose arrays outgrow the last-level cache (settings.stream_min_bytes, lowered here) may
     # stream below CHECKED_MAX too: the C path runs the decision of the calls that can
     # (streaming, parallel or serial), the streaming cfunc finishing the last n % 16 serially,
     # and in place or into an unaligned out the other plan's variant
     _numba_only()
-    monkeypatch.setattr(engine_numba, "_stream_maps", True)
-    monkeypatch.setattr(engine_numba, "STREAM_MIN_BYTES", 1)
-    monkeypatch.setattr(engine_numba, "lock_free", True)  # as after a launch under omp/tbb
+    launch_settings(stream_maps=True)
+    launch_settings(stream_min_bytes=1)
+    launch_settings(lock_free=True)  # as after a launch under omp/tbb
     engine_numba.chooser.expire()
-    n = engine_numba.PARALLEL_MIN + 13
+    n = engine_numba.settings.parallel_min + 13
     x, g = _inputs(dtype, (n + 2,))
     out = np.empty(n + 2, dtype)
     for _ in range(3):  # the Python path decides, and gives the C path both plans
         chokepoint.relu_backward(g[:n], x[:n], out=out[:n])
         inplace = g[:n].copy()
         chokepoint.relu_backward(inplace, x[:n], out=inplace)
-    streaming = engine_numba.chooser.plan(engine_numba.chooser_key("relu_backward", True), n,
+    streaming = engine_numba.chooser.decision(engine_numba.chooser_key("relu_backward", True), n,
                                           *engine_numba.candidates(True))
-    plain = engine_numba.chooser.plan("relu_backward", n, *engine_numba.candidates(False))
+    plain = engine_numba.chooser.decision("relu_backward", n, *engine_numba.candidates(False))
     expected = ref.relu_backward(g[:n], x[:n])
-    streaming[:] = ["stream", 4, 0.0, 0]
-    plain[:] = ["parallel", 9, 0.0, 0]
+    _set(streaming, "stream", 4)
+    _set(plain, "parallel", 9)
     with _c_path_only(monkeypatch):
         out[:] = 7
         chokepoint.relu_backward(g[:n], x[:n], out=out[:n])
         assert ref.same(out[:n], expected) and out[n] == 7  # nothing past n written
         assert ref.same(chokepoint.relu_backward(g[:n], x[:n]), expected)  # a new output
-        assert streaming[1:] == [2, streaming[2], 2] and plain[1] == 9
+        assert (streaming.left, streaming.calls) == (2, 2) and plain.left == 9
         inplace = g[:n].copy()
         assert ref.same(chokepoint.relu_backward(inplace, x[:n], out=inplace), expected)
         # not 16-byte aligned: the plain plan
         shifted = out[1:n + 1]
         assert ref.same(chokepoint.relu_backward(g[1:n + 1], x[1:n + 1], out=shifted),
                         ref.relu_backward(g[1:n + 1], x[1:n + 1]))
-        assert plain[1] == 7 and streaming[1] == 2
+        assert plain.left == 7 and streaming.left == 2
         # a tuning that turns streaming off (read each call): the plain plan
-        monkeypatch.setattr(engine_numba, "_stream_maps", False)
+        launch_settings(stream_maps=False)
         assert ref.same(chokepoint.relu_backward(g[:n], x[:n], out=out[:n]), expected)
-        assert plain[1] == 6 and streaming[1] == 2
+        assert plain.left == 6 and streaming.left == 2
 
 
 @pytest.mark.parametrize("call", ["relu_grad fresh", "relu out=", "leaky_relu out="])
-def test_single_input_maps_stream_in_c(call, monkeypatch, no_period_max):
+def test_single_input_maps_stream_in_c(launch_settings, call, monkeypatch, no_period_max):
     # the streaming cfunc of a one-input map (relu_grad's fresh uint8 among them)
     _numba_only()
-    monkeypatch.setattr(engine_numba, "_stream_maps", True)
-    monkeypatch.setattr(engine_numba, "STREAM_MIN_BYTES", 0)
-    monkeypatch.setattr(engine_numba, "lock_free", True)
+    launch_settings(stream_maps=True)
+    launch_settings(stream_min_bytes=0)
+    launch_settings(lock_free=True)
     engine_numba.chooser.expire()
-    n = engine_numba.PARALLEL_MIN + 29
+    n = engine_numba.settings.parallel_min + 29
     x, _ = _inputs(np.float32, (n,))
     out = np.empty(n, np.float32)
     name, run, expected = {
@@ -491,42 +497,42 @@ def test_single_input_maps_stream_in_c(call, monkeypatch, no_period_max):
     }[call]
     for _ in range(3):  # the Python path gives the C path the streaming decision
         run()
-    plan = engine_numba.chooser.plan(engine_numba.chooser_key(name, True), n,
+    plan = engine_numba.chooser.decision(engine_numba.chooser_key(name, True), n,
                                      *engine_numba.candidates(True))
-    plan[:] = ["stream", 3, 0.0, 0]
+    _set(plan, "stream", 3)
     with _c_path_only(monkeypatch):
         for left in (2, 1, 0):
             assert ref.same(run(), expected)
-            assert plan[1] == left
+            assert plan.left == left
 
 
-def test_c_and_python_agree_on_which_calls_stream(monkeypatch, no_period_max):
+def test_c_and_python_agree_on_which_calls_stream(launch_settings, monkeypatch, no_period_max):
     # at the byte threshold and one byte past it: both paths take the same plan (a
     # disagreement would have the C path decline every such call)
     _numba_only()
-    monkeypatch.setattr(engine_numba, "_stream_maps", True)
-    monkeypatch.setattr(engine_numba, "lock_free", True)
+    launch_settings(stream_maps=True)
+    launch_settings(lock_free=True)
     engine_numba.chooser.expire()
-    n = engine_numba.PARALLEL_MIN + 3
+    n = engine_numba.settings.parallel_min + 3
     x, g = _inputs(np.float64, (n,))
     out = np.empty(n)
     expected = ref.relu_backward(g, x)
     for threshold, streams in ((24 * n, True), (24 * n + 1, False), (np.int64(0), True),
                                (-5, True), (1 << 80, False)):
-        monkeypatch.setattr(engine_numba, "STREAM_MIN_BYTES", threshold)
+        launch_settings(stream_min_bytes=threshold)
         assert engine_numba.can_stream("relu_backward", (g, x), out) == streams
         for _ in range(3):  # the Python path gives the C path this decision
             chokepoint.relu_backward(g, x, out=out)
-        plan = engine_numba.chooser.plan(engine_numba.chooser_key("relu_backward", streams),
+        plan = engine_numba.chooser.decision(engine_numba.chooser_key("relu_backward", streams),
                                          n, *engine_numba.candidates(streams))
-        plan[:] = ["parallel", 2, 0.0, 0]
+        _set(plan, "parallel", 2)
         with _c_path_only(monkeypatch):
             assert ref.same(chokepoint.relu_backward(g, x, out=out), expected)
-        assert plan[1] == 1, threshold
+        assert plan.left == 1, threshold
 
 
-def test_a_streaming_kernel_that_does_not_compile_leaves_the_others(monkeypatch,
-                                                                     no_period_max):
+def test_a_streaming_kernel_that_does_not_compile_leaves_the_others(launch_settings,
+                                                                     monkeypatch, no_period_max):
     _numba_only()
     made = engine_numba.native_kernel
 
@@ -536,23 +542,23 @@ def test_a_streaming_kernel_that_does_not_compile_leaves_the_others(monkeypatch,
         return made(name, dtype, out_dtype, mode)
 
     monkeypatch.setattr(engine_numba, "native_kernel", no_stream)
-    monkeypatch.setattr(engine_numba, "_stream_maps", True)
-    monkeypatch.setattr(engine_numba, "STREAM_MIN_BYTES", 0)
-    monkeypatch.setattr(engine_numba, "lock_free", True)
+    launch_settings(stream_maps=True)
+    launch_settings(stream_min_bytes=0)
+    launch_settings(lock_free=True)
     lane = native.Lane(native.MAP1)
     f32 = np.dtype(np.float32)
-    n = engine_numba.PARALLEL_MIN + 5
+    n = engine_numba.settings.parallel_min + 5
     size = n.bit_length()
-    streaming = engine_numba.chooser.plan(("relu", "stream"), n, *engine_numba.candidates(True))
+    streaming = engine_numba.chooser.decision(("relu", "stream"), n, *engine_numba.candidates(True))
     with pytest.warns(RuntimeWarning, match="stream variant runs.*no streaming here"):
         lane.add_plan("relu", f32, f32, (0.0,), size, streaming, True)
-    plain = engine_numba.chooser.plan("relu", n, *engine_numba.candidates(False))
+    plain = engine_numba.chooser.decision("relu", n, *engine_numba.candidates(False))
     lane.add_plan("relu", f32, f32, (0.0,), size, plain)
-    plain[:] = ["parallel", 2, 0.0, 0]
+    _set(plain, "parallel", 2)
     x = np.linspace(-1, 1, n, dtype=np.float32)
     # a call that could stream runs in C by the plain plan
     assert ref.same(lane.native(x, np.empty_like(x)), ref.relu(x))
-    assert plain[1] == 1
+    assert plain.left == 1
 
 
 def test_a_kernel_that_does_not_compile_leaves_its_calls_to_the_python_path(monkeypatch):
@@ -570,16 +576,17 @@ def test_a_kernel_that_does_not_compile_leaves_its_calls_to_the_python_path(monk
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         lane.add("relu", f32, f32, (0.0,))  # tried once: no second warning
-        lane.add_plan("relu", f32, f32, (0.0,), 17, [None, 0, 0.0, 0])
+        lane.add_plan("relu", f32, f32, (0.0,), 17, adaptive.Decision())
     assert lane.native is None
 
 
 @pytest.mark.parametrize("parallel_min", [1 << 22, 1 << 62])
-def test_a_tuned_parallel_threshold_above_the_mid_size_range(parallel_min, monkeypatch):
+def test_a_tuned_parallel_threshold_above_the_mid_size_range(launch_settings, parallel_min,
+                                                             monkeypatch):
     # the tuning may put PARALLEL_MIN past CHECKED_MAX (1 << 62: one thread): the C path reads
     # it each call and runs the serial kernel below it, as the Python path does
     _numba_only()
-    monkeypatch.setattr(engine_numba, "PARALLEL_MIN", parallel_min)
+    launch_settings(parallel_min=parallel_min)
     lane = native.Lane(native.MAP1)  # a new table, made under that tuning
     f64 = np.dtype(np.float64)
     lane.add("relu", f64, f64, (0.0,))
@@ -591,6 +598,46 @@ def test_a_tuned_parallel_threshold_above_the_mid_size_range(parallel_min, monke
     chokepoint.relu(np.linspace(-1, 1, 7))  # the Python path gives relu's table float64
     with _c_path_only(monkeypatch):  # the public function too, past CHECKED_MAX
         assert ref.same(chokepoint.relu(big), ref.relu(big))
+
+
+def test_configure_fails_on_a_renamed_field_instead_of_misreading_it():
+    # the C path reads a Decision's and a PackedMask's slots, and the backend's default engine,
+    # by name: what it cannot find stops configure, and leaves the old configuration
+    module = native.load()
+    if module is None:
+        pytest.skip("no C compiler")
+    from chokepoint.kernels import backend
+    from chokepoint.kernels.mask import PackedMask
+
+    class Renamed:
+        __slots__ = ("variant", "left", "secs", "calls")
+
+    args = (backend.scoped_engine, vars(backend), "default_engine", engine_numba, PackedMask)
+    with pytest.raises(AttributeError, match="seconds"):
+        module.configure(*args, Renamed)
+    with pytest.raises(KeyError, match="no_such_engine"):
+        module.configure(*args[:2], "no_such_engine", *args[3:], adaptive.Decision)
+    x, g = _inputs(np.float32, (100,))
+    assert ref.same(chokepoint.relu_backward(g, x), ref.relu_backward(g, x))
+
+
+def test_the_settings_are_handed_to_the_c_path(launch_settings, monkeypatch):
+    # one immutable value; configure replaces it and the C path follows at once
+    _numba_only()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        engine_numba.settings.parallel_min = 1
+    x = np.linspace(-1, 1, 1000)
+    chokepoint.relu(x)  # the Python path gives relu's table float64
+    with _c_path_only(monkeypatch):
+        assert ref.same(chokepoint.relu(x), ref.relu(x))  # serial in C below parallel_min
+    launch_settings(parallel_min=0, lock_free=False)  # mid-size now, needing the launch lock
+    with _c_path_only(monkeypatch), pytest.raises(AssertionError, match="Python path"):
+        chokepoint.relu(x)
+    with engine_numba.configured(parallel_min=1 << 20) as inside:
+        assert inside is engine_numba.settings and inside.parallel_min == 1 << 20
+        with _c_path_only(monkeypatch):
+            assert ref.same(chokepoint.relu(x), ref.relu(x))
+    assert engine_numba.settings.parallel_min == 0
 
 
 def test_a_failed_load_is_said_once_and_leaves_the_python_path(monkeypatch):

@@ -75,8 +75,8 @@ def test_the_engine_follows_the_choices(isolated_cache):
     try:
         engine_numba.apply_tuning(tuning.Tuning(parallel_min=16, stream_maps=False,
                                                 stream_masks=False))
-        assert engine_numba.PARALLEL_MIN == 16
-        big = np.ones(engine_numba.STREAM_MIN_BYTES // 8)
+        assert engine_numba.settings.parallel_min == 16
+        big = np.ones(engine_numba.settings.stream_min_bytes // 8)
         assert not engine_numba.streams("relu")
         assert not engine_numba.can_stream("relu", (big,), np.empty_like(big))
         assert not engine_numba.can_stream("mask_backward", (big,), big)

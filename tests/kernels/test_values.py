@@ -85,19 +85,19 @@ def test_binary_matches_reference(name, data, dtype, shape):
 @pytest.mark.parametrize("streaming", [False, True], ids=["cached-stores", "streaming"])
 @pytest.mark.parametrize("dtype", ref.FLOATS)
 @pytest.mark.parametrize("name", sorted(UNARY) + sorted(BINARY))
-def test_parallel_path_on_large_arrays(name, dtype, streaming, monkeypatch):
+def test_parallel_path_on_large_arrays(launch_settings, name, dtype, streaming, monkeypatch):
     """Sizes past PARALLEL_MIN take numba's prange kernels (with non-temporal stores where the
-    arrays are large: STREAM_MIN_BYTES 0 here); the tail is not a multiple of 8 or 16."""
-    monkeypatch.setattr(engine_numba, "STREAM_MIN_BYTES", 0 if streaming else 1 << 62)
+    arrays are large: stream_min_bytes 0 here); the tail is not a multiple of 8 or 16."""
+    launch_settings(stream_min_bytes=0 if streaming else 1 << 62)
     rng = np.random.default_rng(1)
-    n = engine_numba.PARALLEL_MIN * 3 + 5
+    n = engine_numba.settings.parallel_min * 3 + 5
     x = (rng.standard_normal(n) * 4).astype(dtype)
     x[:: 1000] = ref.specials(dtype)[np.arange(len(x[::1000])) % len(ref.specials(dtype))]
     # a map's first call with a new chooser runs its streaming variant (the first candidate),
     # through the launcher (the C path off: its plans are the old chooser's)
     ran = []
     spy = (streaming and chokepoint.get_backend() == "numba" and dtype != np.float16
-           and name != "relu_backward_mask" and engine_numba._stream_maps)
+           and name != "relu_backward_mask" and engine_numba.settings.stream_maps)
     if spy:
         kernel = engine_numba._kernel
         monkeypatch.setattr(engine_numba, "_kernel",
@@ -171,10 +171,10 @@ def test_new_result_follows_fortran_layout():
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
-def test_integer_kernels_on_the_streaming_path(dtype, monkeypatch):
-    monkeypatch.setattr(engine_numba, "STREAM_MIN_BYTES", 0)
+def test_integer_kernels_on_the_streaming_path(launch_settings, dtype, monkeypatch):
+    launch_settings(stream_min_bytes=0)
     rng = np.random.default_rng(3)
-    n = engine_numba.PARALLEL_MIN * 2 + 3
+    n = engine_numba.settings.parallel_min * 2 + 3
     x = rng.integers(-50, 50, n).astype(dtype)
     g = rng.integers(-50, 50, n).astype(dtype)
     assert ref.same(chokepoint.relu(x), np.maximum(x, 0).astype(dtype))

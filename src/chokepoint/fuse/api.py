@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import ast
 import builtins
-import contextlib
 import functools
 import inspect
 import itertools
 import math
 import threading
-import time
-from collections.abc import Iterator
 
 import numba
 import numpy as np
@@ -204,7 +201,7 @@ class Fused:
         if type(first) is not np.ndarray:
             return None
         shape, n = first.shape, first.size
-        if not shape or not 0 < n < engine_numba.PARALLEL_MIN:
+        if not shape or not 0 < n < engine_numba.settings.parallel_min:
             return None
         key = []
         for v in values:
@@ -404,7 +401,7 @@ def _compute(p, leaves, weak, result, fortran, values: dict) -> None:
         flat = {n: v.reshape(-1) if isinstance(v, np.ndarray) and v.ndim else v
                 for n, v in values.items()}
         threads = 1 if (result.size < blocks.PARALLEL_MIN
-                        or engine_numba.serial_only) else numba.get_num_threads()
+                        or engine_numba.settings.serial_only) else numba.get_num_threads()
         blocks.evaluate(p.result, flat, result.reshape(-1), threads)
         return
     if _plain(leaves, result):  # the common call: one flat loop over every operand
@@ -486,13 +483,9 @@ def _reduce(p: codegen.Plan, leaves: list, weak: list, shape: tuple, values: dic
     leaves_per_row = -(-n // codegen.REDUCE_LEAF)
     partials = np.empty((rows, leaves_per_row), codegen.key_dtype(p) or codegen.accumulator(p))
     size = rows * n
-    if size < engine_numba.PARALLEL_MIN or engine_numba.serial_only:
-        _run_reduce(p, masks, "serial", n, rows, partials, flat, weak)
-    else:
-        dtypes = (partials.dtype.char, *(a.dtype for a in leaves if a.ndim))
-        with _chosen(("fuse-reduce", id(p), masks), size, "parallel", ("serial",),
-                     dtypes) as mode:
-            _run_reduce(p, masks, mode, n, rows, partials, flat, weak)
+    dtypes = (partials.dtype.char, *(a.dtype for a in leaves if a.ndim))
+    with engine_numba.chosen(("fuse-reduce", p.serial, masks), size, False, dtypes) as mode:
+        _run_reduce(p, masks, mode, n, rows, partials, flat, weak)
     result = _combine(p, partials, n)
     if p.axis is None and not p.keepdims:
         return result[0]  # NumPy's scalar
@@ -672,8 +665,8 @@ def _launch(p, masks, out, operands, weak, extra: tuple = (), size: int | None =
     parallel or streaming as the chooser decides; ``extra``: the row path's dimensions and
     strides (see :func:`_launch_rows`)."""
     n = out.size if size is None else size
-    if n < engine_numba.PARALLEL_MIN or engine_numba.serial_only:
-        _run_kernel(p, masks, "serial", out, operands, weak, extra)
+    if n < engine_numba.settings.parallel_min or engine_numba.settings.serial_only:
+        _run_kernel(p, masks, "serial", out, operands, weak, extra)  # without chosen's cost
         return
     # streaming only where the kernels stream (the tuning measured it faster) and only
     # for arithmetic: with exp & co. its unrolled lanes stay scalar, and compile slowly.
@@ -681,12 +674,10 @@ def _launch(p, masks, out, operands, weak, extra: tuple = (), size: int | None =
     # scalar (sqrt), others gain (a + b * c).
     stream = (not extra and out.ndim == 1 and not p.transcendental
               and engine_numba.streams_into(out, operands))
-    wide, others = ("stream", ("parallel", "serial")) if stream else ("parallel", ("serial",))
-    # serial when the calls measured it faster (a busy core): the kernels' own chooser;
-    # a plan lives as long as its Fused (cached per trace)
-    key = ("fuse", id(p), masks, bool(extra))
+    # serial when the calls measured it faster (a busy core): the kernels' own launcher
+    key = ("fuse", p.serial, masks, bool(extra))
     dtypes = (out.dtype.char, *(getattr(o, "dtype", None) for o in operands))
-    with _chosen(key, n, wide, others, dtypes) as mode:
+    with engine_numba.chosen(key, n, stream, dtypes) as mode:
         if mode == "stream":
             codegen.kernel(p, masks, "stream")(out, *operands, *weak)
             head = n - n % 8
@@ -695,16 +686,3 @@ def _launch(p, masks, out, operands, weak, extra: tuple = (), size: int | None =
                 codegen.kernel(p, masks, "serial")(out[head:], *tail, *weak)
         else:
             _run_kernel(p, masks, mode, out, operands, weak, extra)
-
-
-@contextlib.contextmanager
-def _chosen(key: tuple, n: int, wide: str, others: tuple, dtypes: tuple) -> Iterator[str]:
-    """The variant the kernels' chooser decides for a call of ``n`` elements, under the
-    launch lock (the chooser's state; one parallel kernel at a time); the call is timed and
-    recorded where the chooser asks for it."""
-    with engine_numba.launch_lock:
-        mode, timed = engine_numba.chooser.decide(key, n, wide, others)
-        start = time.perf_counter() if timed else 0.0
-        yield mode
-        if timed:
-            engine_numba.chooser.record(key, n, mode, time.perf_counter() - start, dtypes)

@@ -16,6 +16,7 @@ zero gives inf/NaN as in NumPy instead of raising.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import threading
 from collections.abc import Callable
@@ -202,6 +203,9 @@ GUARDED = {
 }
 
 
+_SERIALS = itertools.count()  # Plan.serial
+
+
 @dataclass
 class Plan:
     """How to call the kernel of one graph.
@@ -246,6 +250,9 @@ class Plan:
     elementwise : Plan or None
         A reduction's plan without the reduction (its values, for operands the reduction
         kernel does not take).
+    serial : int
+        A number no other plan of the process has: the launcher's name for its calls (an
+        ``id()`` is reused once a plan is freed, and would inherit the other's timings).
     """
 
     leaves: list
@@ -264,6 +271,7 @@ class Plan:
     keepdims: bool = False
     stages: dict = field(default_factory=dict, repr=False, compare=False)
     elementwise: Plan | None = field(default=None, repr=False, compare=False)
+    serial: int = field(default_factory=lambda: next(_SERIALS), repr=False, compare=False)
 
 
 def _type(dtype) -> str:

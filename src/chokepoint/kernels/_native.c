@@ -12,16 +12,18 @@
  * C-contiguous, aligned, native-order ndarrays (not subclasses) of the table's types, of one
  * shape, with an output that is exactly an input or overlaps none, while numba's engine is in
  * use, and
- *   - below engine_numba.PARALLEL_MIN elements (read each call: the tuning sets it): the
- *     serial kernel, without the GIL from GIL_FREE_MIN elements;
- *   - up to mid_max (below CHECKED_MAX): the variant of the chooser's live decision
- *     (Chooser.plan) while it has calls left, each call's time added to it, as api.call_fast
- *     does; parallel only where engine_numba.lock_free says the threading layer needs no
- *     launch lock. At a decision's end it calls the chooser (Chooser.decide, given with the
- *     plan by the Python path), runs the variant decided and records the call if asked to.
- *     A map whose arrays together reach engine_numba.STREAM_MIN_BYTES (past the last-level
- *     cache), into an output that is none of its inputs and 16-byte aligned, has its own plan
- *     and decision, among three variants: streaming (non-temporal stores), parallel, serial.
+ *   - below parallel_min elements: the serial kernel, without the GIL from GIL_FREE_MIN
+ *     elements;
+ *   - up to mid_max (below CHECKED_MAX): the variant of the chooser's live decision (an
+ *     adaptive.Decision, read by its fields) while it has calls left, each call's time added
+ *     to it, as api.call_fast does; parallel only where lock_free says the threading layer
+ *     needs no launch lock. At a decision's end it calls the chooser (Chooser.decide, given
+ *     with the decision by the Python path), runs the variant decided and records the call if
+ *     asked to. A map whose arrays together reach stream_min bytes (past the last-level
+ *     cache), into an output that is none of its inputs and 16-byte aligned, has its own
+ *     decision, among three variants: streaming (non-temporal stores), parallel, serial.
+ * Those four values are engine_numba.Settings', handed over by set_launch whenever they change;
+ * this file reads no module's globals but the engine in use (backend.default_engine).
  * Validation stays in Python: None only ever sends the call there.
  *
  * Kinds (the arguments; every kernel is fn(a, b, c, n, constants)):
@@ -58,7 +60,7 @@ typedef struct {
     kernel_fn str;            /* the streaming one (maps; see can_stream), NULL: none yet */
     int may_stream;           /* whether the op streams (then calls that can wait for str) */
     double c[MAXC];
-    PyObject *plans[SIZES];   /* size class -> the chooser's live decision (Chooser.plan) */
+    PyObject *plans[SIZES];   /* size class -> the chooser's live Decision */
     PyObject *splans[SIZES];  /* the same for the calls that can stream */
     PyObject *decide;         /* decide(n) -> (variant, timed): the chooser's next decision */
     PyObject *sdecide;        /* the same for the calls that can stream */
@@ -79,14 +81,21 @@ typedef struct {
 static int enabled = 1;
 /* the engine in use: the ContextVar of backend.py, its module dict and numba's engine module */
 static PyObject *engine_var = NULL, *backend_dict = NULL, *default_key = NULL,
-                *numba_engine = NULL, *numba_dict = NULL, *lock_free_key = NULL,
-                *parallel_min_key = NULL, *stream_min_key = NULL, *stream_maps_key = NULL;
+                *numba_engine = NULL;
+/* engine_numba.Settings (set_launch): the serial kernel below parallel_min elements; a map may
+ * stream from stream_min bytes where stream_maps; parallel kernels only where lock_free. Until
+ * set_launch, every call declines. */
+static npy_intp parallel_min = 0, stream_min = -1;
+static int stream_maps = 0, lock_free = 0;
 /* kernels on at least this many elements run without the GIL (below, releasing and taking it
  * back would cost more than the call) */
 #define GIL_FREE_MIN (1 << 14)
 /* PackedMask, and where its slots (__slots__: _bits, _shape, _at_zero) sit in an instance */
 static PyTypeObject *mask_type = NULL;
 static Py_ssize_t bits_at = -1, shape_at = -1, at_zero_at = -1;
+/* adaptive.Decision, and where its slots (variant, left, seconds, calls) sit */
+static PyTypeObject *decision_type = NULL;
+static Py_ssize_t variant_at = -1, left_at = -1, seconds_at = -1, calls_at = -1;
 #define SLOT(o, at) (*(PyObject **)((char *)(o) + (at)))
 
 static int numba_in_use(void)
@@ -222,58 +231,16 @@ static double now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* engine_numba.PARALLEL_MIN (the tuning may change it): the serial kernel below it; 0 where it
- * cannot be read (then no call runs serial here) */
-static npy_intp parallel_min(void)
-{
-    PyObject *value = PyDict_GetItemWithError(numba_dict, parallel_min_key); /* borrowed */
-    npy_intp min = value != NULL && PyLong_CheckExact(value) ? PyLong_AsSsize_t(value) : 0;
-    if (PyErr_Occurred()) {
-        PyErr_Clear();
-        return 0;
-    }
-    return min;
-}
-
-/* engine_numba.STREAM_MIN_BYTES (tests change it), read as Python's comparison reads it: any
- * integer, a negative one as 0 (every call that can streams), one past npy_intp as never;
- * -1 where it cannot be read (then no call streams here) */
-static npy_intp stream_min(void)
-{
-    PyObject *value = PyDict_GetItemWithError(numba_dict, stream_min_key); /* borrowed */
-    PyObject *index = value == NULL ? NULL : PyNumber_Index(value);
-    if (index == NULL) {
-        PyErr_Clear();
-        return -1;
-    }
-    int overflow = 0;
-    long long min = PyLong_AsLongLongAndOverflow(index, &overflow);
-    Py_DECREF(index);
-    if (min == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return -1;
-    }
-    if (overflow > 0 || min > NPY_MAX_INTP)
-        return NPY_MAX_INTP;
-    return overflow < 0 || min < 0 ? 0 : (npy_intp)min;
-}
-
 /* Whether a mid-size map call can stream (as engine_numba.can_stream): its arrays together at
- * least stream_min() bytes, and y (NULL: a new output of type tout, checked once made) 16-byte
+ * least stream_min bytes, and y (NULL: a new output of type tout, checked once made) 16-byte
  * aligned and overlapping no input; for an op that streams (slot->may_stream). */
 static int can_stream(Native *self, Slot *slot, PyArrayObject *x, PyArrayObject *a,
                       PyArrayObject *y, int tout, npy_intp n)
 {
     if (!slot->may_stream || (self->kind != MAP1 && self->kind != MAP2))
         return 0;
-    /* the tuning's flag, read each call (a tuning run in this process may turn it off), as
-     * Python reads it: its truth */
-    PyObject *maps = PyDict_GetItemWithError(numba_dict, stream_maps_key); /* borrowed */
-    int on = maps == NULL ? 0 : PyObject_IsTrue(maps);
-    if (on <= 0) {
-        PyErr_Clear();
+    if (!stream_maps)
         return 0;
-    }
     npy_intp out_size;
     if (y == NULL) {
         PyArray_Descr *descr = PyArray_DescrFromType(tout);
@@ -289,10 +256,9 @@ static int can_stream(Native *self, Slot *slot, PyArrayObject *x, PyArrayObject 
             return 0;
         out_size = PyArray_ITEMSIZE(y);
     }
-    npy_intp min = stream_min();
     npy_intp each = PyArray_ITEMSIZE(x) * (self->kind == MAP2 ? 2 : 1) + out_size;
-    /* n * each >= min, without overflow */
-    return min >= 0 && n >= min / each + (min % each != 0);
+    /* n * each >= stream_min, without overflow */
+    return stream_min >= 0 && n >= stream_min / each + (stream_min % each != 0);
 }
 
 /* the slot's kernel for a variant the chooser named; NULL: none here */
@@ -351,32 +317,38 @@ static kernel_fn decide_now(Slot *slot, npy_intp n, PyObject **timed, int stream
     return fn;
 }
 
+/* A Decision's slot: a new value there (stolen; NULL: an error to clear) */
+static int set_slot(PyObject *decision, Py_ssize_t at, PyObject *value)
+{
+    if (value == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    Py_XSETREF(SLOT(decision, at), value);
+    return 0;
+}
+
 /* A mid-size call: the variant the chooser decided, for a call it decided it for (as
- * api.call_fast: calls left decremented; the call's seconds and 1 added to the plan, for the
- * next decision; at a period's end the chooser decides here, see decide_now). NULL: decline
- * (no parallel kernel yet, or a threading layer that needs the launch lock); *plan a new
- * reference to the plan where the call counts in it, *timed see decide_now. */
+ * api.call_fast: left decremented; the call's seconds and 1 added to the decision, for the
+ * next one; at a period's end the chooser decides here, see decide_now). NULL: decline (no
+ * parallel kernel yet, or a threading layer that needs the launch lock); *plan a new
+ * reference to the Decision where the call counts in it, *timed see decide_now. */
 static kernel_fn decided(Native *self, Slot *slot, npy_intp n, PyObject **plan,
                          PyObject **timed, int streaming)
 {
     *plan = NULL;
     *timed = NULL;
-    if (n <= 0 || n > self->mid_max || slot->par == NULL)
+    if (n <= 0 || n > self->mid_max || slot->par == NULL || !lock_free)
         return NULL;
-    PyObject *lock_free = PyDict_GetItemWithError(numba_dict, lock_free_key); /* borrowed */
-    if (lock_free != Py_True) {
-        PyErr_Clear();
-        return NULL;
-    }
     int size = 64 - __builtin_clzll((unsigned long long)n);
-    /* a call that can stream waits (declines) for its kernel and plan: the Python path's
+    /* a call that can stream waits (declines) for its kernel and decision: the Python path's
      * call gives them (api.call_fast) */
     PyObject *live = size >= SIZES || (streaming && slot->str == NULL) ? NULL
         : streaming ? slot->splans[size] : slot->plans[size];
-    if (live == NULL || PyList_GET_SIZE(live) != 4)
+    if (live == NULL)
         return NULL;
-    PyObject *left = PyList_GET_ITEM(live, 1);
-    if (!PyLong_CheckExact(left))
+    PyObject *left = SLOT(live, left_at);
+    if (left == NULL || !PyLong_CheckExact(left))
         return NULL;
     Py_ssize_t calls = PyLong_AsSsize_t(left);
     if (calls == -1 && PyErr_Occurred()) {
@@ -385,51 +357,35 @@ static kernel_fn decided(Native *self, Slot *slot, npy_intp n, PyObject **plan,
     }
     if (calls <= 0)
         return decide_now(slot, n, timed, streaming);
-    kernel_fn fn = variant_kernel(slot, PyList_GET_ITEM(live, 0));
-    if (fn == NULL)
+    PyObject *variant = SLOT(live, variant_at);
+    kernel_fn fn = variant == NULL ? NULL : variant_kernel(slot, variant);
+    if (fn == NULL || set_slot(live, left_at, PyLong_FromSsize_t(calls - 1)) < 0)
         return NULL;
-    PyObject *fewer = PyLong_FromSsize_t(calls - 1);
-    if (fewer == NULL) {
-        PyErr_Clear();
-        return NULL;
-    }
-    PyList_SetItem(live, 1, fewer); /* steals fewer */
     *plan = Py_NewRef(live);
     return fn;
 }
 
-/* adaptive.PERIOD_MAX (set_period_max): a plan whose calls have taken this long ends early */
+/* adaptive.PERIOD_MAX (set_period_max): a decision whose calls have taken this long ends early */
 static double period_max = 0.01;
 
-/* adds a call's seconds to its plan (see decided); ends the plan's period (no calls left: the
- * next call decides) once its calls have taken period_max seconds */
+/* adds a call's seconds to its Decision (see decided), as Decision.count: ends the period
+ * (none left: the next call decides) once its calls have taken period_max seconds */
 static void count(PyObject *plan, double seconds)
 {
-    if (PyList_GET_SIZE(plan) != 4)
+    PyObject *was = SLOT(plan, seconds_at), *made = SLOT(plan, calls_at);
+    if (was == NULL || made == NULL)
         return;
-    double total = PyFloat_AsDouble(PyList_GET_ITEM(plan, 2));
-    Py_ssize_t calls = PyLong_AsSsize_t(PyList_GET_ITEM(plan, 3));
+    double total = PyFloat_AsDouble(was) + seconds;
+    Py_ssize_t calls = PyLong_AsSsize_t(made);
     if (PyErr_Occurred()) {
         PyErr_Clear();
         return;
     }
-    PyObject *more = PyFloat_FromDouble(total + seconds);
-    PyObject *one_more = PyLong_FromSsize_t(calls + 1);
-    if (more == NULL || one_more == NULL) {
-        Py_XDECREF(more);
-        Py_XDECREF(one_more);
-        PyErr_Clear();
+    if (set_slot(plan, seconds_at, PyFloat_FromDouble(total)) < 0
+        || set_slot(plan, calls_at, PyLong_FromSsize_t(calls + 1)) < 0)
         return;
-    }
-    PyList_SetItem(plan, 2, more);
-    PyList_SetItem(plan, 3, one_more);
-    if (total + seconds > period_max) {
-        PyObject *none_left = PyLong_FromLong(0);
-        if (none_left == NULL)
-            PyErr_Clear();
-        else
-            PyList_SetItem(plan, 1, none_left);
-    }
+    if (total > period_max)
+        set_slot(plan, left_at, PyLong_FromLong(0));
 }
 
 static PyObject *run(Native *self, kernel_fn fn, Slot *slot, PyArrayObject *x,
@@ -466,7 +422,7 @@ static PyObject *native_call(PyObject *op, PyObject *const *args, size_t nargsf,
     int tin = usable((PyObject *)x, READ);
     if (tin < 0)
         Py_RETURN_NONE;
-    npy_intp n = PyArray_SIZE(x), serial_below = parallel_min();
+    npy_intp n = PyArray_SIZE(x), serial_below = parallel_min;
     if (n >= serial_below && n > self->mid_max)
         Py_RETURN_NONE;
     PyArrayObject *a = (PyArrayObject *)first;
@@ -699,7 +655,7 @@ static kernel_fn address_of(PyObject *cfunc, PyObject *keep_list)
 
 PyDoc_STRVAR(add_doc, "add(in_dtype, out_dtype, serial, parallel, constants, fresh, "
              "stream=None)\n\n"
-             "The kernels (numba cfuncs) for these dtypes: the serial one below PARALLEL_MIN "
+             "The kernels (numba cfuncs) for these dtypes: the serial one below parallel_min "
              "elements, and to mid_max the one the chooser decided (see add_plan; parallel "
              "or stream None: none yet, or the one given before; stream True: the op streams, "
              "its kernel to come, so the calls that can stream decline until then; False: "
@@ -757,10 +713,10 @@ static PyObject *native_add(Native *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(add_plan_doc, "add_plan(in_dtype, out_dtype, size, plan, decide, record, "
+PyDoc_STRVAR(add_plan_doc, "add_plan(in_dtype, out_dtype, size, decision, decide, record, "
              "stream=False)\n\n"
-             "The chooser's live decision (Chooser.plan: [variant, calls left, seconds, "
-             "calls]) for the calls of size class size (n.bit_length()); decide(n) -> "
+             "The chooser's live Decision (adaptive.Decision: variant, left, seconds, "
+             "calls) for the calls of size class size (n.bit_length()); decide(n) -> "
              "(variant, timed) makes the next one when no call is left, and record(n, "
              "variant, seconds) takes a timed call's time (None, None: the Python path "
              "decides). stream: the plan and decide of the calls that can stream.");
@@ -769,11 +725,15 @@ static PyObject *native_add_plan(Native *self, PyObject *args)
 {
     PyObject *in_dtype, *out_dtype, *plan, *decide = Py_None, *record = Py_None;
     int size, stream = 0;
-    if (!PyArg_ParseTuple(args, "OOiO!|OOp", &in_dtype, &out_dtype, &size, &PyList_Type, &plan,
+    if (decision_type == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Native.add_plan: configure() first");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "OOiO!|OOp", &in_dtype, &out_dtype, &size, decision_type, &plan,
                           &decide, &record, &stream))
         return NULL;
-    if (size < 0 || size >= SIZES || PyList_GET_SIZE(plan) != 4) {
-        PyErr_SetString(PyExc_ValueError, "Native.add_plan: bad size class or plan");
+    if (size < 0 || size >= SIZES) {
+        PyErr_SetString(PyExc_ValueError, "Native.add_plan: bad size class");
         return NULL;
     }
     if ((decide == Py_None) != (record == Py_None)
@@ -812,22 +772,14 @@ static PyTypeObject NativeType = {
     .tp_new = native_new,
 };
 
-static PyObject *configure(PyObject *module, PyObject *args)
+/* where the object slots named in names sit in instances of type (offsets), or -1 with an
+ * error set: a renamed slot fails here, at configure, instead of being misread */
+static int slot_offsets(PyObject *type, const char *const *names, int k, Py_ssize_t *offsets)
 {
-    (void)module;
-    PyObject *var, *dict, *key, *numba, *mask, *lock_free, *parallel_min_name, *stream_min_name,
-        *stream_maps_name;
-    if (!PyArg_ParseTuple(args, "O!O!UO!O!UUUU", &PyContextVar_Type, &var, &PyDict_Type, &dict,
-                          &key, &PyModule_Type, &numba, &PyType_Type, &mask, &lock_free,
-                          &parallel_min_name, &stream_min_name, &stream_maps_name))
-        return NULL;
-    /* everything checked before anything changes: a failed call leaves the old state */
-    Py_ssize_t offsets[3];
-    const char *slots[] = {"_bits", "_shape", "_at_zero"};
-    for (int i = 0; i < 3; i++) {
-        PyObject *descr = PyObject_GetAttrString(mask, slots[i]);
+    for (int i = 0; i < k; i++) {
+        PyObject *descr = PyObject_GetAttrString(type, names[i]);
         if (descr == NULL)
-            return NULL;
+            return -1;
         int member = Py_TYPE(descr) == &PyMemberDescr_Type;
         if (member) {
             PyMemberDef *def = ((PyMemberDescrObject *)descr)->d_member;
@@ -836,23 +788,73 @@ static PyObject *configure(PyObject *module, PyObject *args)
         }
         Py_DECREF(descr);
         if (!member) {
-            PyErr_Format(PyExc_TypeError, "configure: %s is not an object slot", slots[i]);
-            return NULL;
+            PyErr_Format(PyExc_TypeError, "configure: %s is not an object slot", names[i]);
+            return -1;
         }
     }
-    bits_at = offsets[0];
-    shape_at = offsets[1];
-    at_zero_at = offsets[2];
+    return 0;
+}
+
+static PyObject *configure(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *var, *dict, *key, *numba, *mask, *decision;
+    if (!PyArg_ParseTuple(args, "O!O!UO!O!O!", &PyContextVar_Type, &var, &PyDict_Type, &dict,
+                          &key, &PyModule_Type, &numba, &PyType_Type, &mask, &PyType_Type,
+                          &decision))
+        return NULL;
+    /* everything checked before anything changes: a failed call leaves the old state */
+    Py_ssize_t masks[3], decisions[4];
+    const char *const mask_slots[] = {"_bits", "_shape", "_at_zero"};
+    const char *const decision_slots[] = {"variant", "left", "seconds", "calls"};
+    if (slot_offsets(mask, mask_slots, 3, masks) < 0
+        || slot_offsets(decision, decision_slots, 4, decisions) < 0)
+        return NULL;
+    int has = PyDict_Contains(dict, key);
+    if (has <= 0) {
+        if (has == 0)
+            PyErr_Format(PyExc_KeyError, "configure: no %R in the backend's globals", key);
+        return NULL;
+    }
+    bits_at = masks[0];
+    shape_at = masks[1];
+    at_zero_at = masks[2];
+    variant_at = decisions[0];
+    left_at = decisions[1];
+    seconds_at = decisions[2];
+    calls_at = decisions[3];
     Py_XSETREF(mask_type, (PyTypeObject *)Py_NewRef(mask));
-    Py_XSETREF(numba_dict, Py_NewRef(PyModule_GetDict(numba)));
-    Py_XSETREF(lock_free_key, Py_NewRef(lock_free));
-    Py_XSETREF(parallel_min_key, Py_NewRef(parallel_min_name));
-    Py_XSETREF(stream_min_key, Py_NewRef(stream_min_name));
-    Py_XSETREF(stream_maps_key, Py_NewRef(stream_maps_name));
+    Py_XSETREF(decision_type, (PyTypeObject *)Py_NewRef(decision));
     Py_XSETREF(engine_var, Py_NewRef(var));
     Py_XSETREF(backend_dict, Py_NewRef(dict));
     Py_XSETREF(default_key, Py_NewRef(key));
     Py_XSETREF(numba_engine, Py_NewRef(numba));
+    Py_RETURN_NONE;
+}
+
+static PyObject *set_launch(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *min_bytes;
+    Py_ssize_t min;
+    int maps, free;
+    if (!PyArg_ParseTuple(args, "nOpp", &min, &min_bytes, &maps, &free))
+        return NULL;
+    /* any integer, as Python compares it: a negative one as 0 (every call that can streams),
+     * one past npy_intp as never */
+    PyObject *index = PyNumber_Index(min_bytes);
+    if (index == NULL)
+        return NULL;
+    int overflow = 0;
+    long long bytes = PyLong_AsLongLongAndOverflow(index, &overflow);
+    Py_DECREF(index);
+    if (bytes == -1 && PyErr_Occurred())
+        return NULL;
+    parallel_min = min < 0 ? 0 : min;
+    stream_min = overflow > 0 || bytes > NPY_MAX_INTP ? NPY_MAX_INTP
+        : overflow < 0 || bytes < 0 ? 0 : (npy_intp)bytes;
+    stream_maps = maps;
+    lock_free = free;
     Py_RETURN_NONE;
 }
 
@@ -884,11 +886,15 @@ static PyObject *set_period_max(PyObject *module, PyObject *seconds)
 
 static PyMethodDef module_methods[] = {
     {"configure", configure, METH_VARARGS,
-     "configure(engine_var, backend_dict, default_key, numba_engine, mask_type, lock_free, "
-     "parallel_min, stream_min, stream_maps): how to tell that numba's engine is in use, the "
-     "names of its globals that say whether its threading layer needs no launch lock, below "
-     "what size the serial kernel runs, from how many bytes of arrays a map may stream and "
-     "whether maps stream at all (the tuning's flag), and the type of the masks."},
+     "configure(engine_var, backend_dict, default_key, numba_engine, mask_type, "
+     "decision_type): how to tell that numba's engine is in use (the ContextVar, else "
+     "backend_dict[default_key]), and the types of the masks and of the chooser's "
+     "decisions, whose slots are read by name."},
+    {"set_launch", set_launch, METH_VARARGS,
+     "set_launch(parallel_min, stream_min_bytes, stream_maps, lock_free): the launcher's "
+     "settings (engine_numba.Settings): the serial kernel below parallel_min elements, maps "
+     "may stream from stream_min_bytes of arrays where stream_maps, parallel kernels only "
+     "where lock_free."},
     {"set_enabled", set_enabled, METH_O,
      "set_enabled(flag) -> the previous flag: whether Native objects take any call."},
     {"set_period_max", set_period_max, METH_O,

@@ -32,11 +32,12 @@ output array on a VM) would otherwise keep the parallel kernel off until it went
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 __all__ = ["BUDGET", "PERIOD", "PERIOD_CAP", "PERIOD_MAX", "SAMPLE", "SETTLE_CALLS", "SHORT",
-           "STALE", "WARM", "WINDOW", "Chooser", "settle"]
+           "STALE", "WARM", "WINDOW", "Chooser", "Decision", "settle"]
 
 #: a variant's figure older than this (seconds) is measured again (:data:`BUDGET` bounds what
 #: it costs): short enough that a figure taken in a slow moment does not last a benchmark cell
@@ -45,10 +46,10 @@ STALE = 0.05
 SAMPLE = 8
 #: or one in as many as take this long (seconds), when that is more: a decision runs in Python,
 #: cold after a call that streamed megabytes, so it must be rare; a longer period only delays
-#: a switch (each untimed call is timed all the same, see Chooser.plan)
+#: a switch (each untimed call is timed all the same, see Decision)
 PERIOD = 5e-3
-#: a period ends early once its calls have taken this long (seconds; the C path, the fast path
-#: and the launcher check it as they count a call): its length is counted in calls, from the
+#: a period ends early once its calls have taken this long (seconds; :meth:`Decision.count`,
+#: and the C path, which is handed it): its length is counted in calls, from the
 #: figure, and calls that became far slower (a parallel kernel waiting for a busy core's time
 #: slice) would otherwise hold one for seconds
 PERIOD_MAX = 2 * PERIOD
@@ -89,6 +90,45 @@ def settle(call: Callable[[], object]) -> None:
         call()
 
 
+class Decision:
+    """The chooser's live decision for one kernel and size class (:meth:`Chooser.decision`):
+    the variant that the next ``left`` calls run untimed, and what the calls counted since it
+    was made took (``seconds`` over ``calls``).
+
+    A caller may run those calls itself, the decision in hand: ``left -= 1`` and the variant
+    for each, :meth:`count` for its time, and :meth:`Chooser.decide` when ``left`` is 0 (the
+    kernels' fast path in Python, and the C path, which reads these fields by name). The next
+    decision counts the calls' time: a busy core makes a few parallel calls wait for a time
+    slice, which the one timed call in :data:`SAMPLE` mostly misses.
+    """
+
+    __slots__ = ("calls", "left", "seconds", "variant")
+
+    def __init__(self) -> None:
+        self.variant: str | None = None  # None before the first decision
+        self.left = 0
+        self.seconds = 0.0
+        self.calls = 0
+
+    def __repr__(self) -> str:
+        return (f"Decision(variant={self.variant!r}, left={self.left}, "
+                f"seconds={self.seconds!r}, calls={self.calls})")
+
+    def count(self, seconds: float) -> None:
+        """One of the untimed calls took ``seconds``. Once they took :data:`PERIOD_MAX` in
+        all, the next call decides: calls far slower than planned (see :data:`PERIOD_MAX`)."""
+        self.seconds += seconds
+        self.calls += 1
+        if self.seconds > PERIOD_MAX:
+            self.left = 0
+
+    def _start(self, variant: str | None, left: int) -> None:
+        self.variant = variant
+        self.left = left
+        self.seconds = 0.0
+        self.calls = 0
+
+
 class Chooser:
     """Serial, parallel or streaming per kernel and size class; see the module notes."""
 
@@ -100,8 +140,9 @@ class Chooser:
         self._compiled: set[tuple] = set()  # call signatures that have run once
         # key of figures -> its last entries: (seconds per element in all, calls)
         self._samples: dict[tuple, list[tuple[float, int]]] = {}
-        self._last: dict[tuple, list] = {}  # (kernel, size, default, others) -> plan()
-        self._warming: set[int] = set()  # ids of the plans whose period is a warm-up
+        # (kernel, size, default, others) -> its Decision
+        self._last: dict[tuple, Decision] = {}
+        self._warming: set[int] = set()  # ids of the decisions whose period is a warm-up
 
     def decide(self, name, n: int, default: str,
                others: tuple[str, ...] = ("serial",)) -> tuple[str, bool]:
@@ -110,29 +151,29 @@ class Chooser:
         One call in :data:`SAMPLE` per kernel and size class, or in as many as take
         :data:`PERIOD` seconds when that is more, makes the choice (:meth:`choose`) and is
         timed; the calls between run the same variant untimed (by the chooser: see
-        :meth:`plan`): choosing and recording run in Python, slower than a small kernel. A
+        :class:`Decision`): choosing and recording run in Python, slower than a small kernel. A
         variant run only to be measured (a slower one, re-measured) runs for that one call,
         or for :data:`SAMPLE` calls when it is stale and its calls are short
         (:func:`_explore_calls`): then the next call chooses again.
         """
         # the candidates too: the default is this call's (streaming only where this out can
         # stream), and a variant decided for one call must be one this call can run
-        last = self.plan(name, n, default, others)
-        if last[1] > 0:
-            last[1] -= 1
-            return last[0], False
+        last = self.decision(name, n, default, others)
+        if last.left > 0:
+            last.left -= 1
+            return last.variant, False
         if self._warming and id(last) in self._warming:  # the calls after a switch: not counted
             self._warming.discard(id(last))
-        elif last[3]:  # the untimed calls the caller timed (see plan): one figure's worth
-            key = (name, n.bit_length(), last[0])
-            seconds = last[2] / max(n, 1)
+        elif last.calls:  # the untimed calls the caller counted (Decision): one figure's worth
+            key = (name, n.bit_length(), last.variant)
+            seconds = last.seconds / max(n, 1)
             old = self.figures.get(key)
             if old is not None:  # a first call among them (a new dtype) compiled its kernel
-                seconds = min(seconds, PERIOD_CAP * old[0] * last[3])
-            self._add(key, seconds, last[3], last[2] / last[3])
+                seconds = min(seconds, PERIOD_CAP * old[0] * last.calls)
+            self._add(key, seconds, last.calls, last.seconds / last.calls)
         variant, settled = self._choice(name, n, (default, *others))
         figure = self.figures.get((name, n.bit_length(), variant))
-        if last[0] is not None and last[0] != variant:
+        if last.variant is not None and last.variant != variant:
             # the first call after another variant: its data are in the other variant's
             # caches (see the module notes), so it is not timed and the next call chooses
             # again; where its calls are short, the first WARM calls are not counted (not in
@@ -141,7 +182,7 @@ class Chooser:
                      and _explore_calls(figure[0] * n) > 1 else 0)
             if calls:
                 self._warming.add(id(last))
-            last[:] = [variant, calls, 0.0, 0]
+            last._start(variant, calls)
             return variant, False
         # the calls after this one: SAMPLE, or as many as take PERIOD; a variant run to be
         # measured runs once, or when it is stale SAMPLE times where its calls are short
@@ -151,31 +192,42 @@ class Chooser:
         else:
             call = figure[0] * n
             calls = max(SAMPLE, round(PERIOD / call) if call > 0 else SAMPLE) - 1
-        last[:] = [variant, calls, 0.0, 0]
+        last._start(variant, calls)
         return variant, True
 
-    def plan(self, name, n: int, default: str,
-             others: tuple[str, ...] = ("serial",)) -> list:
-        """The live decision for kernel ``name``'s size class of ``n``: ``[variant, calls
-        left, seconds, calls]``: the variant (None before the first decision) that the next
-        ``calls left`` calls run untimed. :meth:`decide` updates this list in place, so a
-        caller may keep it and run those calls itself (the kernels' fast path: a decrement
-        and a look-up instead of a call here), decrementing ``calls left`` for each, and call
-        :meth:`decide` when it is 0. A caller that times those calls adds each one's seconds
-        to ``seconds`` and 1 to ``calls``: the next decision counts them (a busy core makes a
-        few parallel calls wait for a time slice, which the one timed call in :data:`SAMPLE`
-        mostly misses)."""
+    def decision(self, name, n: int, default: str,
+                 others: tuple[str, ...] = ("serial",)) -> Decision:
+        """The live :class:`Decision` for kernel ``name``'s size class of ``n`` among these
+        candidates: :meth:`decide` updates it in place, so a caller may keep it."""
         key = (name, n.bit_length(), default, others)
         last = self._last.get(key)
         if last is None:
-            last = self._last[key] = [None, 0, 0.0, 0]
+            last = self._last[key] = Decision()
         return last
+
+    @contextlib.contextmanager
+    def timing(self, name, n: int, default: str, others: tuple[str, ...],
+               signature: tuple = ()) -> Iterator[str]:
+        """Decide, run, count: the variant for this call (a ``with`` block runs it), its time
+        recorded where the chooser asked for it (:meth:`record`, with the compiled
+        ``signature``) and counted in its decision otherwise; nothing when the block
+        raises."""
+        decision = self.decision(name, n, default, others)
+        counted = decision.left > 0
+        variant, timed = self.decide(name, n, default, others)
+        start = time.perf_counter()
+        yield variant
+        seconds = time.perf_counter() - start
+        if timed:
+            self.record(name, n, variant, seconds, signature)
+        elif counted:
+            decision.count(seconds)
 
     def expire(self) -> None:
         """End every decision now: the next call of each kernel chooses again (after a fork,
         where the parent's parallel choices may not run)."""
         for last in self._last.values():
-            last[1:] = [0, 0.0, 0]
+            last._start(last.variant, 0)
         self._warming.clear()
 
     def choose(self, name, n: int, default: str, others: tuple[str, ...] = ("serial",)) -> str:

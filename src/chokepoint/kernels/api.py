@@ -37,7 +37,8 @@ import time
 
 import numpy as np
 
-from . import adaptive, engine_numpy, pool
+from . import engine_numpy, pool
+from .adaptive import Decision
 from .backend import engine
 from .dispatch import dispatched
 from .layout import allocation_order, flat_operands, may_share
@@ -290,7 +291,8 @@ def fast(kernel: Kernel | str, arrays: tuple, out, values: tuple, out_dtype=None
     :func:`call_fast` leaves to it (:data:`AGAIN`).
 
     Contiguous native float32 or float64 NumPy arrays of one shape and dtype, ``out`` None or
-    such an array (or an input itself), the numba engine, at least ``PARALLEL_MIN`` elements
+    such an array (or an input itself), the numba engine, at least ``settings.parallel_min``
+    elements
     (smaller ones are :func:`call_fast`'s, which the public functions try first). Returns None
     for any other call: the general path then validates and runs it (and raises its errors).
     Nothing is checked less: what the fast path accepts is what the general path would accept
@@ -316,7 +318,7 @@ def fast(kernel: Kernel | str, arrays: tuple, out, values: tuple, out_dtype=None
     if entry is False or engine() is not _numba_engine:
         return None
     op, _, constants = entry
-    if x.size < _numba_engine.PARALLEL_MIN:
+    if x.size < _numba_engine.settings.parallel_min:
         return None
     out = _plain_out(arrays, out, dtype if out_dtype is None else out_dtype)
     if out is None:
@@ -333,7 +335,8 @@ class FastEntry:
     """What a public function keeps per dtype (and parameter values) to run its common calls
     itself (:func:`call_fast`): the op, its checked kernels, its constants, the engine."""
 
-    __slots__ = ("constants", "engine", "lane", "op", "parallel", "plans", "serial", "streams")
+    __slots__ = ("constants", "decisions", "engine", "lane", "op", "parallel", "serial",
+                 "streams")
 
     def __init__(self, op: str, serial, constants: tuple, engine, lane: Lane | None = None
                  ) -> None:
@@ -343,8 +346,8 @@ class FastEntry:
         self.parallel = None  # the checked parallel one, made on the first call that runs it
         self.constants = constants
         self.engine = engine
-        #: size class (n.bit_length()) -> the chooser's live decision for it (Chooser.plan)
-        self.plans: dict[int, list] = {}
+        #: size class (n.bit_length()) -> the chooser's live decision for it
+        self.decisions: dict[int, Decision] = {}
         #: whether its calls may stream (a map: the C path streams maps only)
         self.streams = op in OPS
 
@@ -383,11 +386,11 @@ def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tupl
     """A call of C-contiguous arrays of one dtype that the public functions checked inline
     (the generated ones and ``relu_grad``'s and ``relu_backward``'s, see :func:`_generate`).
 
-    Below ``PARALLEL_MIN`` elements the serial kernel runs. Up to
+    Below ``settings.parallel_min`` elements the serial kernel runs. Up to
     ``CHECKED_MAX`` elements the variant the engine's chooser decided runs (a map's call that
     can stream, :func:`.engine_numba.can_stream`, goes to the launcher instead, once it has
-    given the C path that call's decision), for the calls it decided it for
-    (:func:`.engine_numba.plan`: a decrement and a look-up), and the calls it must time are
+    given the C path that call's decision), for the calls it decided it for (its
+    :class:`~.adaptive.Decision`: a decrement and a look-up), and the calls it must time are
     timed here: the launcher's path (:func:`fast`) costs, in Python, much of a mid-size
     parallel kernel's time. The kernels check shapes and overlap.
 
@@ -404,35 +407,38 @@ def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tupl
     n = x.size
     numba_engine = entry.engine
     timed = False
-    period = None  # the plan whose untimed calls this one counts in (see Chooser.plan)
-    if n < numba_engine.PARALLEL_MIN:
+    period = None  # the decision whose untimed calls this one counts in
+    settings = numba_engine.settings
+    if n < settings.parallel_min:
         kernel = entry.serial
         lane = entry.lane  # the C path takes these calls once it has this dtype's kernel
         if lane is not None and (x.dtype, dtype) not in lane.added:
             lane.add(entry.op, x.dtype, dtype, entry.constants)
-    elif n < numba_engine.CHECKED_MAX and numba_engine.lock_free:
+    elif n < numba_engine.CHECKED_MAX and settings.lock_free:
         size = n.bit_length()
         if entry.streams and numba_engine.can_stream(entry.op, arrays, out, dtype):
             # the launcher streams it (the checked kernels do not); the C path takes the
-            # calls after it, by the plan that weighs streaming (see native.Lane.add_plan)
+            # calls after it, by the decision that weighs streaming (native.Lane.add_plan)
             lane = entry.lane
             if lane is not None and (x.dtype, dtype, size, True) not in lane.planned:
-                plan = numba_engine.chooser.plan(numba_engine.chooser_key(entry.op, True), n,
-                                                 *numba_engine.candidates(True))
-                lane.add_plan(entry.op, x.dtype, dtype, entry.constants, size, plan, True)
+                decision = numba_engine.chooser.decision(
+                    numba_engine.chooser_key(entry.op, True), n, *numba_engine.candidates(True))
+                lane.add_plan(entry.op, x.dtype, dtype, entry.constants, size, decision, True)
             return AGAIN
-        plan = entry.plans.get(size)
-        if plan is None:
-            plan = entry.plans[size] = numba_engine.plan(entry.op, n)
-        if plan[1] > 0:
-            plan[1] -= 1
-            variant = plan[0]
-            period = plan
+        decision = entry.decisions.get(size)
+        if decision is None:
+            decision = entry.decisions[size] = numba_engine.chooser.decision(
+                entry.op, n, *numba_engine.candidates(False))
+        if decision.left > 0:
+            decision.left -= 1
+            variant = decision.variant
+            period = decision
         else:
-            variant, timed = numba_engine.chooser.decide(entry.op, n, "parallel")
-        lane = entry.lane  # the C path runs the decided calls once it has the plan
+            variant, timed = numba_engine.chooser.decide(entry.op, n,
+                                                         *numba_engine.candidates(False))
+        lane = entry.lane  # the C path runs the decided calls once it has the decision
         if lane is not None and (x.dtype, dtype, size, False) not in lane.planned:
-            lane.add_plan(entry.op, x.dtype, dtype, entry.constants, size, plan)
+            lane.add_plan(entry.op, x.dtype, dtype, entry.constants, size, decision)
         kernel = entry.serial if variant == "serial" else entry.parallel or entry.made_parallel()
     else:
         return AGAIN
@@ -449,10 +455,7 @@ def call_fast(entry: FastEntry, arrays: tuple, out, dtype: np.dtype, extra: tupl
         return None
     seconds = _clock() - start
     if period is not None:
-        period[2] += seconds
-        period[3] += 1
-        if period[2] > adaptive.PERIOD_MAX:  # calls much slower than planned: decide now
-            period[1] = 0
+        period.count(seconds)
     else:  # the checked kernels' own signature: their first call compiles, or loads
         numba_engine.chooser.record(entry.op, n, variant, seconds,
                                     ("checked", x.dtype.char, dtype.char))

@@ -16,7 +16,8 @@ from types import ModuleType
 
 from . import engine_numpy
 
-__all__ = ["BACKENDS", "engine_lock", "get_backend", "scoped_engine", "set_backend"]
+__all__ = ["BACKENDS", "default_engine", "engine_lock", "get_backend", "scoped_engine",
+           "set_backend"]
 
 BACKENDS = ("numba", "numpy")
 
@@ -51,27 +52,29 @@ _initial_engine: ModuleType | None = None
 # set_backend objects not yet entered, oldest first, with the engine each chose; the process
 # default is the newest one's (a plain call is one that is never entered). See set_backend.
 _changes: list[tuple[weakref.ref, ModuleType]] = []
-_default_engine: ModuleType | None = None  # _changes[-1]'s engine, else the initial one
+#: The process default engine: ``_changes[-1]``'s, else the initial one (None before the first
+#: call); the C path reads it by this name (a rename makes it fail to load, not misread)
+default_engine: ModuleType | None = None
 
 
 def _default() -> ModuleType:
-    default = _default_engine  # read without the lock: kernels call this every time
+    default = default_engine  # read without the lock: kernels call this every time
     if default is not None:
         return default
     global _initial_engine
     with engine_lock:
-        if _default_engine is not None:
-            return _default_engine
+        if default_engine is not None:
+            return default_engine
         if _initial_engine is None:
             _initial_engine = _initial()
         _update_default()
-        return _default_engine
+        return default_engine
 
 
 def _update_default() -> None:
     """Recompute the process default after ``_changes`` changed (hold ``engine_lock``)."""
-    global _default_engine
-    _default_engine = _changes[-1][1] if _changes else _initial_engine
+    global default_engine
+    default_engine = _changes[-1][1] if _changes else _initial_engine
 
 
 def engine() -> ModuleType:

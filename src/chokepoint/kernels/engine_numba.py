@@ -14,21 +14,27 @@ Safety:
 * Parallel launches take one process-wide lock. numba's ``workqueue`` threading layer aborts
   when two Python threads launch parallel kernels at once; with the lock any layer is safe, and on
   a memory-bound kernel that already uses every core the lock costs nothing. The fast path's
-  parallel calls (:func:`plan`) skip it once a launch showed a thread-safe layer (omp, tbb).
+  parallel calls skip it once a launch showed a thread-safe layer (omp, tbb:
+  ``settings.lock_free``).
 * After ``fork()``, a child whose parent had started GNU OpenMP (numba's ``omp`` layer) cannot
-  start it again; there the kernels run serially instead of aborting the child.
-* Arrays of fewer than :data:`PARALLEL_MIN` elements run the serial kernel: a parallel launch
-  costs more than the work.
+  start it again; there the kernels run serially instead of aborting the child
+  (``settings.serial_only``).
+* Arrays of fewer than ``settings.parallel_min`` elements run the serial kernel: a parallel
+  launch costs more than the work.
+
+How a call runs is decided from one immutable :class:`Settings` value (:data:`settings`),
+replaced whole by :func:`configure` and handed to the C path each time.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
+import dataclasses
 import hashlib
 import os
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numba
@@ -39,21 +45,24 @@ from numba.extending import intrinsic
 
 from .. import jit
 from ..measure.machine import last_level_cache_bytes
-from . import adaptive, vecmath, vocabulary
+from . import native as _native
 from . import ops as _ops
 from . import tuning as _tuning
+from . import vecmath, vocabulary
 from .adaptive import Chooser
 from .ops import OPS
 
 __all__ = [
     "CHECKED_MAX",
     "NAME",
-    "PARALLEL_MIN",
-    "STREAM_MIN_BYTES",
+    "Settings",
     "binary",
     "can_stream",
     "candidates",
     "chooser_key",
+    "chosen",
+    "configure",
+    "configured",
     "has_stream_variant",
     "kernel_for",
     "launch",
@@ -62,8 +71,7 @@ __all__ = [
     "mask_forward",
     "native_kernel",
     "noinline",
-    "plan",
-    "serial_only",
+    "settings",
     "stream8",
     "stream_step",
     "streamable",
@@ -80,16 +88,69 @@ NAME = "numba"
 #: timed as the old one). fuse's kernels carry it too.
 DEPENDENCIES = hashlib.sha1(b"".join(Path(m.__file__).read_bytes()
                                      for m in (vecmath, vocabulary, _ops))).hexdigest()[:12]
-PARALLEL_MIN = 1 << 16
-#: A call whose arrays together take at least this many bytes (the last-level cache's size)
-#: may write its output with non-temporal stores (:func:`can_stream`): they would not stay in
-#: the cache anyway, and streaming skips reading each output line before overwriting it. The
-#: chooser weighs the streaming variant against the plain ones (:func:`launch`).
-STREAM_MIN_BYTES = last_level_cache_bytes()
 #: Up to this many elements the fast path (and the C path) runs the chooser's decided variant
-#: itself (:func:`plan`), with the checked kernels; a map's call that can stream goes to the
-#: launcher from the fast path, and runs in the C path with its streaming cfunc.
+#: itself (its :class:`~.adaptive.Decision` in hand), with the checked kernels; a map's call
+#: that can stream goes to the launcher from the fast path, and runs in the C path with its
+#: streaming cfunc.
 CHECKED_MAX = (16 << 20) // 8
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """How calls run on this machine, now: one value, replaced whole by :func:`configure`.
+
+    Attributes
+    ----------
+    parallel_min : int
+        Calls of fewer elements run the serial kernel (the tuning measures it: below, a
+        parallel launch costs more than the work).
+    stream_min_bytes : int
+        A call whose arrays together take at least this many bytes (the last-level cache's
+        size) may write its output with non-temporal stores (:func:`can_stream`): they would
+        not stay in the cache anyway, and streaming skips reading each output line first.
+    stream_maps, stream_masks : bool
+        Whether the maps (the mask kernels) have streaming variants to weigh here (the tuning
+        found streaming faster on this machine).
+    lock_free : bool
+        Whether parallel kernels may run without the launch lock: True once a parallel launch
+        showed a thread-safe threading layer (omp or tbb; numba's workqueue is not).
+    serial_only : bool
+        True in a forked child that cannot start parallel kernels: every kernel, fuse's too,
+        runs its serial variant there.
+    """
+
+    parallel_min: int = 1 << 16
+    stream_min_bytes: int = 32 << 20
+    stream_maps: bool = True
+    stream_masks: bool = True
+    lock_free: bool = False
+    serial_only: bool = False
+
+
+#: the settings every call reads (see :func:`configure`)
+settings = Settings(stream_min_bytes=last_level_cache_bytes())
+
+
+def configure(**changes) -> Settings:
+    """Replace fields of :data:`settings` (the others kept) and hand the new value to the C
+    path; returns the previous value (``configure(**dataclasses.asdict(old))`` restores
+    it; :func:`configured` does so for a block)."""
+    global settings
+    was = settings
+    settings = dataclasses.replace(settings, **changes)
+    _native.push(settings)
+    return was
+
+
+@contextlib.contextmanager
+def configured(**changes) -> Iterator[Settings]:
+    """:data:`settings` with ``changes`` inside a ``with`` block, the previous value after."""
+    was = configure(**changes)
+    try:
+        yield settings
+    finally:
+        configure(**dataclasses.asdict(was))
+
 
 # An elementwise map over one array (x) or two (grad, x); the lanes load what the op reads.
 _MAP = """
@@ -518,13 +579,6 @@ _compile_lock = threading.Lock()
 #: held by every parallel launch, here and in fuse (numba's workqueue layer aborts when two
 #: threads launch at once; see the module notes); replaced in a forked child
 launch_lock = threading.Lock()
-#: True in a forked child that cannot start parallel kernels: every kernel, fuse's too, runs
-#: its serial variant there (see :func:`_after_fork_in_child`)
-serial_only = False
-#: Whether parallel kernels may run without the launch lock: True once a parallel launch
-#: showed a thread-safe threading layer (omp or tbb; numba's workqueue is not), and never in
-#: a child that cannot start parallel kernels (see :func:`_after_fork_in_child`).
-lock_free = False
 
 
 def _param_list(op) -> str:
@@ -624,7 +678,7 @@ def has_stream_variant(name: str) -> bool:
 def streams(name: str) -> bool:
     """Whether map ``name`` streams on this machine: it has a streaming variant, and the
     tuning found streaming faster (see :func:`can_stream`)."""
-    return _stream_maps and has_stream_variant(name)
+    return settings.stream_maps and has_stream_variant(name)
 
 
 def can_stream(name: str, inputs: tuple, out: np.ndarray | None, out_dtype=None) -> bool:
@@ -633,7 +687,7 @@ def can_stream(name: str, inputs: tuple, out: np.ndarray | None, out_dtype=None)
 
     Where the op has a streaming variant worth running (:func:`_vectorisable`, and the tuning
     found streaming faster on this machine: :mod:`.tuning`), the arrays together take at
-    least :data:`STREAM_MIN_BYTES`, ``out``'s itemsize is one the variant writes whole 16-byte
+    least ``settings.stream_min_bytes``, ``out``'s itemsize is one the variant writes whole 16-byte
     stores of, and ``out`` is 16-byte aligned. A map's ``out`` must not be one of its inputs
     (in place): those lines were just read into the cache, and streaming them out cost
     1.2-3.7x against plain stores on an AMD EPYC (benchmarks/stream_variants.py). The mask
@@ -643,7 +697,7 @@ def can_stream(name: str, inputs: tuple, out: np.ndarray | None, out_dtype=None)
         if not streams(name):
             return False
         apart = inputs
-    elif not _stream_masks:
+    elif not settings.stream_masks:
         return False
     else:
         apart = ()
@@ -651,24 +705,25 @@ def can_stream(name: str, inputs: tuple, out: np.ndarray | None, out_dtype=None)
         return streamable(out, inputs, apart, _stream_sizes(name))
     itemsize = np.dtype(out_dtype).itemsize  # a new array: NumPy aligns it
     return (itemsize in _stream_sizes(name)
-            and sum(a.nbytes for a in inputs) + inputs[0].size * itemsize >= STREAM_MIN_BYTES)
+            and sum(a.nbytes for a in inputs) + inputs[0].size * itemsize
+            >= settings.stream_min_bytes)
 
 
 def streams_into(out: np.ndarray, operands) -> bool:
     """Whether another kernel's flat elementwise call (fuse's) may write ``out`` with
     non-temporal stores: the tuning found streaming the maps faster on this machine, and
     ``out`` is :func:`streamable` apart from its ``operands``."""
-    return _stream_maps and streamable(out, operands, operands)
+    return settings.stream_maps and streamable(out, operands, operands)
 
 
 def streamable(out: np.ndarray, inputs, apart, sizes: tuple = (4, 8)) -> bool:
     """Whether ``out`` can take non-temporal stores: its itemsize one of ``sizes``, 16-byte
     aligned, sharing no memory with the arrays in ``apart``, and with the arrays in
-    ``inputs`` at least :data:`STREAM_MIN_BYTES` (see :func:`can_stream`)."""
+    ``inputs`` at least ``settings.stream_min_bytes`` (see :func:`can_stream`)."""
     # the cheap tests first: the fast path asks this of every mid-size call it takes
     return (out.itemsize in sizes
             and out.nbytes + sum(a.nbytes for a in inputs if isinstance(a, np.ndarray))
-            >= STREAM_MIN_BYTES
+            >= settings.stream_min_bytes
             and out.ctypes.data % 16 == 0
             and not any(isinstance(a, np.ndarray) and np.may_share_memory(a, out)
                         for a in apart))
@@ -686,7 +741,7 @@ def candidates(stream: bool) -> tuple[str, tuple[str, ...]]:
     """The chooser's candidates (default, others) for a call: one that can stream weighs the
     plain parallel kernel beside the streaming one, since whether non-temporal stores pay
     depends on the CPU, the kernel and the output (the tuning measured one kernel)."""
-    return ("stream", _WITH_PARALLEL) if stream else ("parallel", _SERIAL)
+    return ("stream", ("parallel", "serial")) if stream else ("parallel", ("serial",))
 
 
 def stream_step(name: str) -> int:
@@ -737,14 +792,27 @@ def _inputs(name: str, args: tuple) -> tuple:
 
 def apply_tuning(tuned) -> None:
     """Use the variant choices of a :class:`~chokepoint.kernels.tuning.Tuning`."""
-    global PARALLEL_MIN, _stream_maps, _stream_masks
-    PARALLEL_MIN = int(tuned.parallel_min)
-    _stream_maps = bool(tuned.stream_maps)
-    _stream_masks = bool(tuned.stream_masks)
+    configure(parallel_min=int(tuned.parallel_min), stream_maps=bool(tuned.stream_maps),
+              stream_masks=bool(tuned.stream_masks))
 
 
-_SERIAL = ("serial",)
-_WITH_PARALLEL = ("parallel", "serial")
+@contextlib.contextmanager
+def chosen(name, n: int, stream: bool, signature: tuple = ()) -> Iterator[str]:
+    """The launcher: the variant a call of kernel ``name`` on ``n`` elements runs (a ``with``
+    block runs it), from :data:`settings` and the chooser (serial, parallel or streaming from
+    what the calls took on this machine, now: a busy core makes a parallel call wait for a
+    time slice; see :mod:`.adaptive`), under the launch lock. ``stream``: whether the call
+    can stream (:func:`can_stream`); ``signature``: the compiled kernel's (its first call is
+    not counted). fuse's kernels run through it too."""
+    if n < settings.parallel_min or settings.serial_only:
+        yield "serial"
+        return
+    wide, others = candidates(stream)
+    with launch_lock:
+        with chooser.timing(chooser_key(name, stream), n, wide, others, signature) as mode:
+            yield mode
+        if not settings.lock_free and mode != "serial":
+            _learn_layer()
 
 
 def launch(name: str, out: np.ndarray, *args) -> None:
@@ -752,19 +820,12 @@ def launch(name: str, out: np.ndarray, *args) -> None:
     n = out.shape[0]
     if n == 0:
         return
-    if n < PARALLEL_MIN or serial_only:
+    if n < settings.parallel_min or settings.serial_only:  # chosen's answer, without its cost
         _kernel(name, "serial")(*args)
         return
-    with launch_lock:
-        # serial, parallel or streaming from what the calls took on this machine, now (a busy
-        # core makes a parallel call wait for a time slice): see .adaptive and candidates
-        stream = can_stream(name, _inputs(name, args), out)
-        wide, others = candidates(stream)
-        key = chooser_key(name, stream)
-        period = chooser.plan(key, n, wide, others)  # its untimed calls count too (plan)
-        counted = period[1] > 0
-        mode, timed = chooser.decide(key, n, wide, others)
-        start = time.perf_counter()
+    stream = can_stream(name, _inputs(name, args), out)
+    # the first input's dtype and the output's name the compiled signature
+    with chosen(name, n, stream, (args[0].dtype.char, out.dtype.char)) as mode:
         if mode == "stream":
             _kernel(name, "stream")(*args)
             # the tail of n % step elements (the serial kernels take any range)
@@ -773,25 +834,16 @@ def launch(name: str, out: np.ndarray, *args) -> None:
                 _kernel(name, "serial")(*_tail(name, args, head))
         else:
             _kernel(name, mode)(*args)
-        seconds = time.perf_counter() - start
-        if not lock_free and mode != "serial" and not serial_only:
-            _learn_layer()
-        if timed:  # the first input's dtype and the output's name the compiled signature
-            chooser.record(key, n, mode, seconds, (args[0].dtype.char, out.dtype.char))
-        elif counted:
-            period[2] += seconds
-            period[3] += 1
-            if period[2] > adaptive.PERIOD_MAX:  # calls much slower than planned
-                period[1] = 0
 
 
 def _learn_layer() -> None:
-    """Set :data:`lock_free` from the threading layer a parallel launch started."""
-    global lock_free
+    """Set ``settings.lock_free`` from the threading layer a parallel launch started."""
     try:
-        lock_free = numba.threading_layer() in ("omp", "tbb")
+        free = numba.threading_layer() in ("omp", "tbb")
     except ValueError:  # no parallel region ran (numba's layer starts lazily)
-        pass
+        return
+    if free != settings.lock_free:
+        configure(lock_free=free)
 
 
 def kernel_for(name: str, mode: str) -> Callable:
@@ -870,14 +922,6 @@ def native_kernel(name: str, dtype: np.dtype, out_dtype: np.dtype, mode: str = "
 _NATIVE_SPACE = {"__name__": __name__, "np": np, "carray": numba.carray}
 
 
-def plan(name: str, n: int) -> list:
-    """The chooser's live ``[variant, calls left]`` for op ``name`` on ``n`` elements where
-    its output cannot stream (:meth:`.Chooser.plan`), for the fast path to run those calls:
-    the variant's checked kernel (:func:`kernel_for`), ``calls left`` decremented for each,
-    a parallel one only where :data:`lock_free`."""
-    return chooser.plan(name, n, "parallel")
-
-
 def _tail(name: str, args: tuple, start: int) -> tuple:
     """``args`` cut to the elements from ``start`` on (``start`` is a multiple of 8)."""
     if name.startswith("mask_forward"):
@@ -916,12 +960,11 @@ def mask_backward(grad: np.ndarray, bits: np.ndarray, out: np.ndarray, zero) -> 
 
 
 _STREAMING_OPS = {name: _vectorisable(op) for name, op in OPS.items()}
-_stream_maps = _stream_masks = True
 apply_tuning(_tuning.current())  # this machine's measured choices, or the defaults
 
 
 def _after_fork_in_child() -> None:
-    global _compile_lock, launch_lock, serial_only, lock_free
+    global _compile_lock, launch_lock
     launch_lock = threading.Lock()  # the parent may have held it at the fork
     _compile_lock = threading.Lock()  # held by another thread making a kernel
     try:
@@ -929,8 +972,8 @@ def _after_fork_in_child() -> None:
     except ValueError:  # no parallel kernel ran in the parent: the child may start any layer
         return
     if layer == "omp":
-        serial_only = True
-        lock_free = False  # the fast path's calls go back through launch (serial)
+        # the fast path's calls go back through launch (serial)
+        configure(serial_only=True, lock_free=False)
         chooser.expire()
 
 

@@ -6,10 +6,13 @@ array into a new reference-counted structure. NumPy's whole ufunc call on 1000 e
 1.2-1.8 us, so on batch-sized arrays our kernels lost on overhead alone. ``_native.c`` makes
 the fast path's checks in C and runs the kernel as a numba ``cfunc`` (the same generated
 source as the other variants, :func:`.engine_numba.native_kernel`): the serial kernel below
-``PARALLEL_MIN`` elements, and up to ``CHECKED_MAX`` the variant the chooser decided, while its
-live decision has calls left (and at its end asks the chooser for the next one). What it
-declines (anything but plain C-contiguous native arrays of one shape, a size class without a
-plan, the NumPy engine) it leaves to the Python path, untouched.
+``settings.parallel_min`` elements, and up to ``CHECKED_MAX`` the variant the chooser decided,
+while its live :class:`~.adaptive.Decision` has calls left (and at its end asks the chooser
+for the next one). What it declines (anything but plain C-contiguous native arrays of one
+shape, a size class without a decision, the NumPy engine) it leaves to the Python path,
+untouched. It reads no module's globals: the launcher's :class:`~.engine_numba.Settings` are
+handed to it whenever they change (:func:`push`), and the fields of a ``Decision`` and a
+``PackedMask`` it reads are found by name when it is configured (renamed, it fails to load).
 
 The public function calls its :class:`Lane`'s ``Native`` first. The Python path fills the
 lane: a dtype's kernels on its first small or mid-size call, a size class's decision on its
@@ -48,7 +51,7 @@ from ..cachefile import locked, write_atomic
 
 __all__ = ["MAP1", "MAP2", "MASK_BACKWARD", "MASK_FORWARD", "STALE_BUILD_SECONDS", "STEP_TIMEOUT",
            "Lane", "build_lock", "disabled", "extension", "fingerprint", "intact", "load",
-           "status"]
+           "push", "status"]
 
 #: a Native's kinds: its arguments (see _native.c)
 MAP1, MAP2, MASK_FORWARD, MASK_BACKWARD = 0, 1, 2, 3
@@ -234,6 +237,9 @@ def load() -> ModuleType | None:
                 _why = "off (CHOKEPOINT_NATIVE=0)"
             else:
                 _module = _built()
+                from . import engine_numba
+
+                push(engine_numba.settings)  # again: a change while it was built missed it
         except Exception as exc:  # an optimisation: whatever failed, the Python path runs
             detail = getattr(exc, "stderr", b"") or b""
             if isinstance(detail, bytes):
@@ -258,11 +264,23 @@ def _built() -> ModuleType:
     from . import adaptive, backend, engine_numba
     from .mask import PackedMask
 
-    module.configure(backend.scoped_engine, vars(backend), "_default_engine", engine_numba,
-                     PackedMask, "lock_free", "PARALLEL_MIN", "STREAM_MIN_BYTES",
-                     "_stream_maps")
+    module.configure(backend.scoped_engine, vars(backend), "default_engine", engine_numba,
+                     PackedMask, adaptive.Decision)
     module.set_period_max(adaptive.PERIOD_MAX)
+    _push(module, engine_numba.settings)
     return module
+
+
+def push(settings) -> None:
+    """Hand the launcher's :class:`~.engine_numba.Settings` to the C path, where it is loaded
+    (:func:`.engine_numba.configure` calls this whenever they change)."""
+    if _module is not None:
+        _push(_module, settings)
+
+
+def _push(module: ModuleType, settings) -> None:
+    module.set_launch(settings.parallel_min, settings.stream_min_bytes, settings.stream_maps,
+                      settings.lock_free)
 
 
 def extension(source: Path, name: str) -> ModuleType:
@@ -371,18 +389,18 @@ class Lane:
         return all(made[v] for v in wanted)
 
     def add_plan(self, op: str, dtype: np.dtype, out_dtype: np.dtype, constants: tuple,
-                 size: int, plan: list, stream: bool = False) -> None:
-        """Run the mid-size calls of size class ``size`` here, by the chooser's live decision
-        ``plan`` (:meth:`.Chooser.plan`), while it has calls left; with ``stream``, the calls
-        that can stream (:func:`.engine_numba.can_stream`), whose plan weighs the streaming
-        kernel too."""
+                 size: int, decision, stream: bool = False) -> None:
+        """Run the mid-size calls of size class ``size`` here, by the chooser's live
+        ``decision`` (an :class:`~.adaptive.Decision`), while it has calls left; with
+        ``stream``, the calls that can stream (:func:`.engine_numba.can_stream`), whose
+        decision weighs the streaming kernel too."""
         with _lane_lock:
             key = (dtype, out_dtype, size, stream)
             wanted = ("parallel", "stream") if stream else ("parallel",)
             if key not in self.planned and self._add(op, dtype, out_dtype, constants, wanted):
                 decide, record = _chooser_calls(op, ("native", dtype.char, out_dtype.char),
                                                 stream)
-                self.native.add_plan(dtype, out_dtype, size, plan, decide, record, stream)
+                self.native.add_plan(dtype, out_dtype, size, decision, decide, record, stream)
             self.planned.add(key)
 
 

@@ -14,7 +14,7 @@ What is chosen:
     measured at least :data:`GAIN` times faster than the serial one, at that size and every larger
     size tried.
 ``stream_maps``, ``stream_masks``
-    Whether calls whose arrays together take at least ``STREAM_MIN_BYTES`` (the last-level
+    Whether calls whose arrays together take at least ``settings.stream_min_bytes`` (the last-level
     cache) may write their output with non-temporal stores, for the elementwise select kernels
     (relu, relu_backward...) and for the 1-bit mask kernels: only where streaming measured at
     least :data:`GAIN` times faster than the plain parallel variant here. Where they may, the
@@ -50,7 +50,7 @@ _SIZES = tuple(1 << k for k in range(12, 23))
 #: from 1048576 and from 65536 elements (at 262144: serial / parallel 0.97 then 1.64; in a
 #: steady loop 1.70)
 PASSES = 3
-#: elements of the streaming comparison (32 MB of float32 an array: past STREAM_MIN_BYTES)
+#: elements of the streaming comparison (32 MB of float32 an array: past settings.stream_min_bytes)
 _STREAM_N = 1 << 23
 
 

@@ -46,7 +46,7 @@ def last_level_cache_bytes() -> int:
     Virtual machines often report the host's whole L3 (480 MB on ours, where a 246 MB array
     still streams at DRAM speed), so the sysfs value is capped; some report no L3 at all, and
     the largest cache left (an L2 of 1-2 MiB) would put many mid-size calls past it (the
-    kernels stream beyond it: ``engine_numba.STREAM_MIN_BYTES``), so it is floored; 32 MiB
+    kernels stream beyond it: ``engine_numba.settings.stream_min_bytes``), so it is floored; 32 MiB
     when unknown.
     """
     path = Path("/sys/devices/system/cpu/cpu0/cache")
