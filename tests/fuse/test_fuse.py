@@ -308,7 +308,8 @@ def test_a_stencil_step_reads_its_slices_in_place(monkeypatch):
 @pytest.mark.parametrize("shape", [(1,), (128,), (64, 10)])
 def test_a_small_call_gives_what_the_general_path_gives(dtype, shape):
     # below the parallel size, a call of C-contiguous arrays of one shape goes straight to
-    # the serial kernel (looked up once per signature); the general path takes out=
+    # the serial kernel (looked up once per signature), into out= too; a strided view of the
+    # same values takes the general path
     @chokepoint.fuse
     def f(x, y):
         return np.where(x > y, np.sin(x) * y, x - y / 3) + 2
@@ -317,12 +318,41 @@ def test_a_small_call_gives_what_the_general_path_gives(dtype, shape):
     x = (rng.standard_normal(shape) * 1e6).astype(dtype)  # sin of large arguments: exact path
     y = (rng.standard_normal(shape) * 10).astype(dtype)
     x0, y0 = x.copy(), y.copy()
-    small = f(x, y)
-    general = np.empty_like(small)
-    f(x, y, out=general)
-    _same(small, general)
+    strided = np.repeat(x, 2, axis=-1)[..., ::2]
+    assert not strided.flags.c_contiguous or x.size == 1
+    general = f(strided, y)
+    _same(f(x, y), general)
     _same(f(x=x, y=y), general)
+    out = np.full_like(general, 7)
+    assert f(x, y, out=out) is out
+    _same(out, general)
     assert np.array_equal(x, x0) and np.array_equal(y, y0)
+    if general.dtype == x.dtype:  # in place: the values of a separate out
+        assert f(x, y, out=x) is x
+        _same(x, general)
+
+
+def test_a_small_call_into_out_writes_where_numpy_would_or_leaves_it_to_the_general_path():
+    f = chokepoint.fuse("a * b + 1")
+    a = np.arange(1.0, 9.0)
+    b = a[::-1].copy()
+    expected = a * b + 1
+    # a partial overlap: the general path computes it through a buffer
+    buffer = np.concatenate([a, [0.0]])
+    f(a=buffer[:-1], b=b, out=buffer[1:])
+    _same(buffer[1:], expected)
+    out = np.full(8, 7.0)
+    with pytest.raises(TypeError, match="dtype"):
+        f(a=a, b=b, out=np.full(8, 7.0, np.float32))  # the general path's error
+    readonly = out.copy()
+    readonly.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        f(a=a, b=b, out=readonly)
+    with pytest.raises(ValueError, match="shape"):
+        f(a=a, b=b, out=out[:4])
+    assert (out == 7.0).all()
+    assert f(a=a, b=b, out=out) is out
+    _same(out, expected)
 
 
 def test_a_small_call_keeps_the_signature_and_the_general_paths_cases():

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import chokepoint
-from chokepoint.kernels import engine_numba
+from chokepoint.kernels import adaptive, engine_numba
 from chokepoint.kernels.adaptive import (
     BUDGET,
     PERIOD,
@@ -15,7 +15,6 @@ from chokepoint.kernels.adaptive import (
     Chooser,
     Decision,
 )
-from chokepoint.kernels import adaptive
 
 
 def warm(c, name, n):

@@ -610,7 +610,7 @@ def test_configure_fails_on_a_renamed_field_instead_of_misreading_it():
     from chokepoint.kernels.mask import PackedMask
 
     class Renamed:
-        __slots__ = ("variant", "left", "secs", "calls")
+        __slots__ = ("calls", "left", "secs", "variant")
 
     args = (backend.scoped_engine, vars(backend), "default_engine", engine_numba, PackedMask)
     with pytest.raises(AttributeError, match="seconds"):

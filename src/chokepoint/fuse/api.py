@@ -168,11 +168,11 @@ class Fused:
         return self._call_statements(args, kwargs, out)
 
     def _call(self, args: tuple, kwargs: dict, out):
-        if out is None and self._keywords is not None:  # a small call first (see _small)
+        if self._keywords is not None:  # a small call first (see _small)
             if not kwargs and self._positional and len(args) == len(self._names):
-                found = self._small(args)
+                found = self._small(args, out)
             elif not args and kwargs.keys() == self._keywords:
-                found = self._small([kwargs[n] for n in self._names])
+                found = self._small([kwargs[n] for n in self._names], out)
             else:
                 found = None
             if found is not None:
@@ -192,11 +192,14 @@ class Fused:
         p = self.plan({n: _kind(v) for n, v in values.items()})
         return _run(p, values, out)
 
-    def _small(self, values) -> np.ndarray | None:
+    def _small(self, values, out=None) -> np.ndarray | None:
         """The call on C-contiguous arrays of one shape, fewer elements than the parallel
         kernel takes: the serial kernel on them, found once per signature of dtypes. The
         general path's checks cost about 12 us a call, 25 times the kernel on 128 float64
-        elements. None where the call is not that (the general path takes it)."""
+        elements. ``out``: None, or a C-contiguous writeable array of the result's shape and
+        dtype that is one of the arguments or shares no memory with them. None where the
+        call is not that, with nothing written (the general path takes it, and raises its
+        errors)."""
         first = values[0]
         if type(first) is not np.ndarray:
             return None
@@ -214,13 +217,31 @@ class Fused:
         if found is False:
             return None
         kernel, exact, order, weak, dtype = found
-        result = (np.empty(shape, dtype) if n * dtype.itemsize < pool.MIN_BYTES
-                  else pool.empty(shape, dtype))
+        in_place = False
+        if out is None:
+            result = (np.empty(shape, dtype) if n * dtype.itemsize < pool.MIN_BYTES
+                      else pool.empty(shape, dtype))
+        else:
+            if (type(out) is not np.ndarray or out.shape != shape or out.dtype != dtype
+                    or not out.flags.c_contiguous or not out.flags.writeable):
+                return None
+            for v in values:
+                if v is out:
+                    in_place = True
+                elif np.may_share_memory(v, out):
+                    return None
+            result = out
         if len(shape) > 1:
             flat, operands = result.reshape(-1), [values[i].reshape(-1) for i in order]
         else:
             flat, operands = result, [values[i] for i in order]
-        if kernel(flat, *operands, *weak) and exact is not None:
+        if in_place and exact is not None:  # the exact kernel would read overwritten inputs
+            first = np.empty_like(flat)
+            if kernel(first, *operands, *weak):
+                exact(flat, *operands, *weak)
+            else:
+                flat[...] = first
+        elif kernel(flat, *operands, *weak) and exact is not None:
             exact(flat, *operands, *weak)  # arguments out of the vectorised range: libm's
         return result
 
