@@ -332,8 +332,8 @@ def test_settle_covers_the_exploration(others, fastest, scale):
 
 
 def test_the_plan_is_the_live_decision():
-    # the fast path keeps the list plan() returns and runs its calls itself: decide() must
-    # update that same list, and expire() must end it (after a fork)
+    # the fast path keeps the Decision that decision() returns and runs its calls itself:
+    # decide() must update that same object, and expire() must end it (after a fork)
     clock = Clock()
     c = Chooser(clock)
     n = 100_000

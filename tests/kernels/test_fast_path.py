@@ -141,7 +141,7 @@ def test_mask_calls_take_the_fast_path_with_the_same_values(dtype, n, monkeypatc
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_small_mask_calls_checked_in_the_kernel(dtype, monkeypatch):
-    # below PARALLEL_MIN the serial kernels check shapes, sizes and overlap themselves:
+    # below settings.parallel_min the serial kernels check shapes, sizes and overlap themselves:
     # what they refuse goes to the general path, which computes it or raises, writing nothing
     if chokepoint.get_backend() != "numba":
         pytest.skip("the fast path is the numba engine's")
@@ -185,7 +185,7 @@ def test_small_mask_calls_checked_in_the_kernel(dtype, monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_mid_size_calls_run_the_chosen_variant_without_the_launcher(launch_settings, dtype,
                                                                     monkeypatch):
-    # between PARALLEL_MIN and CHECKED_MAX elements the public functions run the chooser's
+    # between settings.parallel_min and CHECKED_MAX elements the public functions run the chooser's
     # variant themselves, through the checked kernels (which check shapes and overlap):
     # each variant gives the same values as the general path, and the timed calls are
     # recorded under the checked kernels' own signature (their first call compiles), or the

@@ -319,7 +319,7 @@ def no_period_max(monkeypatch):
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_mid_size_calls_run_the_decided_variant_in_c_and_count_in_the_plan(
         launch_settings, dtype, monkeypatch, no_period_max):
-    # between PARALLEL_MIN and CHECKED_MAX the C path runs the variant of the chooser's live
+    # between parallel_min and CHECKED_MAX the C path runs the variant of the chooser's live
     # decision while it has calls left (as api.call_fast), adds each call's time to it, and
     # at its end asks the chooser for the next decision
     _numba_only()
@@ -583,8 +583,8 @@ def test_a_kernel_that_does_not_compile_leaves_its_calls_to_the_python_path(monk
 @pytest.mark.parametrize("parallel_min", [1 << 22, 1 << 62])
 def test_a_tuned_parallel_threshold_above_the_mid_size_range(launch_settings, parallel_min,
                                                              monkeypatch):
-    # the tuning may put PARALLEL_MIN past CHECKED_MAX (1 << 62: one thread): the C path reads
-    # it each call and runs the serial kernel below it, as the Python path does
+    # the tuning may put parallel_min past CHECKED_MAX (1 << 62: one thread): the C path is
+    # handed it and runs the serial kernel below it, as the Python path does
     _numba_only()
     launch_settings(parallel_min=parallel_min)
     lane = native.Lane(native.MAP1)  # a new table, made under that tuning
@@ -622,10 +622,23 @@ def test_configure_fails_on_a_renamed_field_instead_of_misreading_it():
 
 
 def test_the_settings_are_handed_to_the_c_path(launch_settings, monkeypatch):
-    # one immutable value; configure replaces it and the C path follows at once
+    # one immutable value; configure replaces it and the C path follows at once; a value
+    # that neither could take changes nothing
     _numba_only()
     with pytest.raises(dataclasses.FrozenInstanceError):
         engine_numba.settings.parallel_min = 1
+    was = engine_numba.settings
+    for bad, error in (({"parallel_min": 1e5}, TypeError), ({"parallel_min": -1}, ValueError),
+                       ({"stream_min_bytes": None}, TypeError)):
+        with pytest.raises(error):
+            launch_settings(**bad)
+        assert engine_numba.settings is was
+    launch_settings(parallel_min=1 << 70)  # past any size: never parallel, in C too
+    y = np.linspace(-1, 1, engine_numba.CHECKED_MAX + 5)
+    chokepoint.relu(np.linspace(-1, 1, 7))
+    with _c_path_only(monkeypatch):
+        assert ref.same(chokepoint.relu(y), ref.relu(y))
+    launch_settings(parallel_min=was.parallel_min)
     x = np.linspace(-1, 1, 1000)
     chokepoint.relu(x)  # the Python path gives relu's table float64
     with _c_path_only(monkeypatch):

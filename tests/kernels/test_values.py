@@ -86,7 +86,7 @@ def test_binary_matches_reference(name, data, dtype, shape):
 @pytest.mark.parametrize("dtype", ref.FLOATS)
 @pytest.mark.parametrize("name", sorted(UNARY) + sorted(BINARY))
 def test_parallel_path_on_large_arrays(launch_settings, name, dtype, streaming, monkeypatch):
-    """Sizes past PARALLEL_MIN take numba's prange kernels (with non-temporal stores where the
+    """Sizes past parallel_min take numba's prange kernels (with non-temporal stores where the
     arrays are large: stream_min_bytes 0 here); the tail is not a multiple of 8 or 16."""
     launch_settings(stream_min_bytes=0 if streaming else 1 << 62)
     rng = np.random.default_rng(1)

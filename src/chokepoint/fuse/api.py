@@ -235,12 +235,8 @@ class Fused:
             flat, operands = result.reshape(-1), [values[i].reshape(-1) for i in order]
         else:
             flat, operands = result, [values[i] for i in order]
-        if in_place and exact is not None:  # the exact kernel would read overwritten inputs
-            first = np.empty_like(flat)
-            if kernel(first, *operands, *weak):
-                exact(flat, *operands, *weak)
-            else:
-                flat[...] = first
+        if in_place and exact is not None:  # the inputs would be gone: exact only, as _run_kernel
+            exact(flat, *operands, *weak)
         elif kernel(flat, *operands, *weak) and exact is not None:
             exact(flat, *operands, *weak)  # arguments out of the vectorised range: libm's
         return result

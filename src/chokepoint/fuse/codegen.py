@@ -293,7 +293,7 @@ def plan(result: Node) -> Plan:
 
     if result.op == "reduce":
         p = plan(result.args[0])
-        p.elementwise = replace(p, compiled={})
+        p.elementwise = replace(p, compiled={}, serial=next(_SERIALS))
         (p.reduce, p.axis, p.keepdims), p.reduced = result.value, np.dtype(result.dtype)
         p.on_blocks = False
         return p

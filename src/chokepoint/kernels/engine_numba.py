@@ -32,6 +32,7 @@ import ast
 import contextlib
 import dataclasses
 import hashlib
+import operator
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -72,6 +73,7 @@ __all__ = [
     "native_kernel",
     "noinline",
     "settings",
+    "settings_lock",
     "stream8",
     "stream_step",
     "streamable",
@@ -126,19 +128,35 @@ class Settings:
     lock_free: bool = False
     serial_only: bool = False
 
+    def __post_init__(self) -> None:
+        # checked here, so that a value the C path cannot take is refused before anything
+        # changes: integers (NumPy's too, not floats), and flags as their truth
+        for name in ("parallel_min", "stream_min_bytes"):
+            object.__setattr__(self, name, operator.index(getattr(self, name)))
+        if self.parallel_min < 0:
+            raise ValueError(f"parallel_min must be at least 0, got {self.parallel_min}")
+        for name in ("stream_maps", "stream_masks", "lock_free", "serial_only"):
+            object.__setattr__(self, name, bool(getattr(self, name)))
+
 
 #: the settings every call reads (see :func:`configure`)
 settings = Settings(stream_min_bytes=last_level_cache_bytes())
+#: held while settings are replaced and handed to the C path: one thread's change cannot be
+#: overtaken by an older value (the C extension's load hands them over too)
+settings_lock = threading.RLock()
 
 
 def configure(**changes) -> Settings:
     """Replace fields of :data:`settings` (the others kept) and hand the new value to the C
     path; returns the previous value (``configure(**dataclasses.asdict(old))`` restores
-    it; :func:`configured` does so for a block)."""
+    it; :func:`configured` does so for a block). A bad value raises (TypeError, ValueError)
+    with nothing changed; ``configure()`` hands the current value over again."""
     global settings
-    was = settings
-    settings = dataclasses.replace(settings, **changes)
-    _native.push(settings)
+    with settings_lock:
+        was = settings
+        new = dataclasses.replace(settings, **changes)
+        settings = new
+        _native.push(new)
     return was
 
 
@@ -964,8 +982,9 @@ apply_tuning(_tuning.current())  # this machine's measured choices, or the defau
 
 
 def _after_fork_in_child() -> None:
-    global _compile_lock, launch_lock
+    global _compile_lock, launch_lock, settings_lock
     launch_lock = threading.Lock()  # the parent may have held it at the fork
+    settings_lock = threading.RLock()
     _compile_lock = threading.Lock()  # held by another thread making a kernel
     try:
         layer = numba.threading_layer()

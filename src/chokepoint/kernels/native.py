@@ -239,7 +239,7 @@ def load() -> ModuleType | None:
                 _module = _built()
                 from . import engine_numba
 
-                push(engine_numba.settings)  # again: a change while it was built missed it
+                engine_numba.configure()  # again, locked: a change while it was built missed it
         except Exception as exc:  # an optimisation: whatever failed, the Python path runs
             detail = getattr(exc, "stderr", b"") or b""
             if isinstance(detail, bytes):
@@ -279,8 +279,9 @@ def push(settings) -> None:
 
 
 def _push(module: ModuleType, settings) -> None:
-    module.set_launch(settings.parallel_min, settings.stream_min_bytes, settings.stream_maps,
-                      settings.lock_free)
+    # a threshold past the C path's integers means never: its largest
+    module.set_launch(min(settings.parallel_min, sys.maxsize), settings.stream_min_bytes,
+                      settings.stream_maps, settings.lock_free)
 
 
 def extension(source: Path, name: str) -> ModuleType:
