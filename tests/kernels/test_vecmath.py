@@ -12,6 +12,13 @@ import pytest
 from chokepoint.kernels import vecmath
 
 
+@pytest.fixture(autouse=True)
+def backend():
+    """vecmath's functions are numba code whichever engine the public functions use: tested
+    once, not once per engine as the other kernel tests (tests/kernels/conftest.py)."""
+    return "numba"
+
+
 @numba.njit
 def _apply(x, out):
     for i in range(x.shape[0]):

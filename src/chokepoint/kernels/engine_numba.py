@@ -155,8 +155,8 @@ def configure(**changes) -> Settings:
     with settings_lock:
         was = settings
         new = dataclasses.replace(settings, **changes)
-        settings = new
         _native.push(new)
+        settings = new
     return was
 
 
