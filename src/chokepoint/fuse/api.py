@@ -501,7 +501,8 @@ def _reduce(p: codegen.Plan, leaves: list, weak: list, shape: tuple, values: dic
     partials = np.empty((rows, leaves_per_row), codegen.key_dtype(p) or codegen.accumulator(p))
     size = rows * n
     dtypes = (partials.dtype.char, *(a.dtype for a in leaves if a.ndim))
-    with engine_numba.chosen(("fuse-reduce", p.serial, masks), size, False, dtypes) as mode:
+    with engine_numba.chosen(("fuse-reduce", p.serial, masks), size, False, dtypes,
+                             _COUNTED) as mode:
         _run_reduce(p, masks, mode, n, rows, partials, flat, weak)
     result = _combine(p, partials, n)
     if p.axis is None and not p.keepdims:
@@ -677,6 +678,13 @@ def _run_kernel(p, masks, mode: str, out, operands, weak, extra: tuple = ()) -> 
     codegen.kernel(p, masks, mode, p.exact is not None, rows=rows)(*args)
 
 
+#: whether fuse's untimed calls count in the chooser's decisions: not, as before the kernels'
+#: launcher took its calls. Counted, a call longer than PERIOD_MAX ends its period, so every
+#: call decides; beside a busy core a fused row softmax's measured speedup fell from
+#: 1.35-1.51x to 1.10-1.50x (benchmarks/RESULTS.md)
+_COUNTED = False
+
+
 def _launch(p, masks, out, operands, weak, extra: tuple = (), size: int | None = None) -> None:
     """Run ``p``'s kernel on ``out`` (of ``size`` elements: a flat span's differ), serial,
     parallel or streaming as the chooser decides; ``extra``: the row path's dimensions and
@@ -694,7 +702,7 @@ def _launch(p, masks, out, operands, weak, extra: tuple = (), size: int | None =
     # serial when the calls measured it faster (a busy core): the kernels' own launcher
     key = ("fuse", p.serial, masks, bool(extra))
     dtypes = (out.dtype.char, *(getattr(o, "dtype", None) for o in operands))
-    with engine_numba.chosen(key, n, stream, dtypes) as mode:
+    with engine_numba.chosen(key, n, stream, dtypes, _COUNTED) as mode:
         if mode == "stream":
             codegen.kernel(p, masks, "stream")(out, *operands, *weak)
             head = n - n % 8

@@ -207,13 +207,13 @@ class Chooser:
 
     @contextlib.contextmanager
     def timing(self, name, n: int, default: str, others: tuple[str, ...],
-               signature: tuple = ()) -> Iterator[str]:
+               signature: tuple = (), count: bool = True) -> Iterator[str]:
         """Decide, run, count: the variant for this call (a ``with`` block runs it), its time
         recorded where the chooser asked for it (:meth:`record`, with the compiled
-        ``signature``) and counted in its decision otherwise; nothing when the block
-        raises."""
+        ``signature``) and, with ``count``, counted in its decision otherwise; nothing when
+        the block raises."""
         decision = self.decision(name, n, default, others)
-        counted = decision.left > 0
+        counted = count and decision.left > 0
         variant, timed = self.decide(name, n, default, others)
         start = time.perf_counter()
         yield variant

@@ -815,19 +815,22 @@ def apply_tuning(tuned) -> None:
 
 
 @contextlib.contextmanager
-def chosen(name, n: int, stream: bool, signature: tuple = ()) -> Iterator[str]:
+def chosen(name, n: int, stream: bool, signature: tuple = (), count: bool = True
+           ) -> Iterator[str]:
     """The launcher: the variant a call of kernel ``name`` on ``n`` elements runs (a ``with``
     block runs it), from :data:`settings` and the chooser (serial, parallel or streaming from
     what the calls took on this machine, now: a busy core makes a parallel call wait for a
     time slice; see :mod:`.adaptive`), under the launch lock. ``stream``: whether the call
     can stream (:func:`can_stream`); ``signature``: the compiled kernel's (its first call is
-    not counted). fuse's kernels run through it too."""
+    not counted); ``count``: whether the untimed calls count in the decision
+    (:meth:`.Chooser.timing`). fuse's kernels run through it too."""
     if n < settings.parallel_min or settings.serial_only:
         yield "serial"
         return
     wide, others = candidates(stream)
     with launch_lock:
-        with chooser.timing(chooser_key(name, stream), n, wide, others, signature) as mode:
+        with chooser.timing(chooser_key(name, stream), n, wide, others, signature,
+                            count) as mode:
             yield mode
         if not settings.lock_free and mode != "serial":
             _learn_layer()
