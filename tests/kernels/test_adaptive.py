@@ -399,3 +399,26 @@ def test_timing_records_a_timed_call_and_counts_the_others():
     with pytest.raises(ValueError), c.timing("relu", n, "parallel", ("serial",)):
         raise ValueError("the kernel failed")
     assert (d.left, d.calls) == (1, 1)  # decided, but a failed call is not counted
+    with c.timing("relu", n, "parallel", ("serial",), count=False):  # fuse's calls
+        pass
+    assert (d.left, d.calls) == (0, 1) and len(recorded) == 1  # run, not counted
+
+
+def test_fuse_counts_none_of_its_untimed_calls(monkeypatch):
+    # fuse's calls decide and run through the kernels' launcher uncounted (fuse/api._COUNTED:
+    # counted, each call longer than PERIOD_MAX decided, and a fused rewrite measured slower
+    # beside a busy core)
+    seen = []
+    chosen = engine_numba.chosen
+
+    def spy(*args, **kwargs):
+        seen.append(args[4] if len(args) > 4 else kwargs.get("count", True))
+        return chosen(*args, **kwargs)
+
+    monkeypatch.setattr(engine_numba, "chosen", spy)
+    a = np.linspace(0.0, 1.0, 2 * engine_numba.settings.parallel_min)
+    f = chokepoint.fuse("a * 2.0 + 1.0")
+    np.testing.assert_array_equal(f(a=a), a * 2.0 + 1.0)
+    g = chokepoint.fuse("np.sum(a * 2.0)")
+    np.testing.assert_allclose(g(a=a), np.sum(a * 2.0))
+    assert seen and not any(seen)

@@ -29,6 +29,11 @@ from .trace import FuseError, trace
 __all__ = ["Fused", "fuse"]
 
 _KNOWN = {"np", "numpy"} | set(dir(builtins))
+#: whether fuse's untimed calls count in the chooser's decisions: not, as before the kernels'
+#: launcher took its calls. Counted, a call longer than PERIOD_MAX ends its period, so every
+#: call decides; beside a busy core a fused row softmax's measured speedup fell from
+#: 1.35-1.51x to 1.10-1.50x (benchmarks/RESULTS.md)
+_COUNTED = False
 
 
 def fuse(code):
@@ -226,10 +231,10 @@ class Fused:
                     or not out.flags.c_contiguous or not out.flags.writeable):
                 return None
             for v in values:
-                if v is out:
-                    in_place = True
-                elif np.may_share_memory(v, out):
+                if v is not out and np.may_share_memory(v, out):
                     return None
+            # as _run_kernel: in place where the kernel reads out
+            in_place = any(values[i] is out for i in order)
             result = out
         if len(shape) > 1:
             flat, operands = result.reshape(-1), [values[i].reshape(-1) for i in order]
@@ -676,13 +681,6 @@ def _run_kernel(p, masks, mode: str, out, operands, weak, extra: tuple = ()) -> 
         if codegen.kernel(p, masks, mode, rows=rows)(*args) == 0:
             return
     codegen.kernel(p, masks, mode, p.exact is not None, rows=rows)(*args)
-
-
-#: whether fuse's untimed calls count in the chooser's decisions: not, as before the kernels'
-#: launcher took its calls. Counted, a call longer than PERIOD_MAX ends its period, so every
-#: call decides; beside a busy core a fused row softmax's measured speedup fell from
-#: 1.35-1.51x to 1.10-1.50x (benchmarks/RESULTS.md)
-_COUNTED = False
 
 
 def _launch(p, masks, out, operands, weak, extra: tuple = (), size: int | None = None) -> None:

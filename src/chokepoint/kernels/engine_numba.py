@@ -162,12 +162,14 @@ def configure(**changes) -> Settings:
 
 @contextlib.contextmanager
 def configured(**changes) -> Iterator[Settings]:
-    """:data:`settings` with ``changes`` inside a ``with`` block, the previous value after."""
+    """:data:`settings` with ``changes`` inside a ``with`` block; after it, those fields as
+    they were (a field changed inside the block, ``lock_free`` learnt by a first launch or
+    ``serial_only`` set in a forked child, stays)."""
     was = configure(**changes)
     try:
         yield settings
     finally:
-        configure(**dataclasses.asdict(was))
+        configure(**{name: getattr(was, name) for name in changes})
 
 
 # An elementwise map over one array (x) or two (grad, x); the lanes load what the op reads.
@@ -992,11 +994,13 @@ def _after_fork_in_child() -> None:
     try:
         layer = numba.threading_layer()
     except ValueError:  # no parallel kernel ran in the parent: the child may start any layer
-        return
+        layer = None
     if layer == "omp":
         # the fast path's calls go back through launch (serial)
         configure(serial_only=True, lock_free=False)
         chooser.expire()
+    else:  # a fork between configure's hand-over and its assignment: the child's own value
+        configure()
 
 
 if hasattr(os, "register_at_fork"):
