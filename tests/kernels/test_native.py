@@ -653,7 +653,9 @@ def test_the_settings_are_handed_to_the_c_path(launch_settings, monkeypatch):
         assert inside is engine_numba.settings and inside.parallel_min == 1 << 20
         with _c_path_only(monkeypatch):
             assert ref.same(chokepoint.relu(x), ref.relu(x))
-    assert engine_numba.settings.parallel_min == 0
+        engine_numba.configure(lock_free=True)  # learnt inside the block (a first launch)
+    # only the fields the block changed are restored
+    assert engine_numba.settings.parallel_min == 0 and engine_numba.settings.lock_free
 
 
 def test_a_failed_load_is_said_once_and_leaves_the_python_path(monkeypatch):
