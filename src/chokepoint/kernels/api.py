@@ -292,12 +292,11 @@ def fast(kernel: Kernel | str, arrays: tuple, out, values: tuple, out_dtype=None
 
     Contiguous native float32 or float64 NumPy arrays of one shape and dtype, ``out`` None or
     such an array (or an input itself), the numba engine, at least ``settings.parallel_min``
-    elements
-    (smaller ones are :func:`call_fast`'s, which the public functions try first). Returns None
-    for any other call: the general path then validates and runs it (and raises its errors).
-    Nothing is checked less: what the fast path accepts is what the general path would accept
-    and run the same way. ``types`` are the types of ``values`` when the caller has them at
-    hand (the generated public functions write them out).
+    elements (smaller ones are :func:`call_fast`'s, which the public functions try first).
+    Returns None for any other call: the general path then validates and runs it (and raises
+    its errors). Nothing is checked less: what the fast path accepts is what the general path
+    would accept and run the same way. ``types`` are the types of ``values`` when the caller
+    has them at hand (the generated public functions write them out).
     """
     x = arrays[-1]
     dtype = x.dtype

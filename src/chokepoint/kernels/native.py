@@ -239,7 +239,9 @@ def load() -> ModuleType | None:
                 _module = _built()
                 from . import engine_numba
 
-                engine_numba.configure()  # again, locked: a change while it was built missed it
+                # the settings, under their lock once the module is published: a change made
+                # while it was built reaches it too
+                engine_numba.configure()
         except Exception as exc:  # an optimisation: whatever failed, the Python path runs
             detail = getattr(exc, "stderr", b"") or b""
             if isinstance(detail, bytes):
@@ -267,7 +269,6 @@ def _built() -> ModuleType:
     module.configure(backend.scoped_engine, vars(backend), "default_engine", engine_numba,
                      PackedMask, adaptive.Decision)
     module.set_period_max(adaptive.PERIOD_MAX)
-    _push(module, engine_numba.settings)
     return module
 
 
