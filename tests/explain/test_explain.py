@@ -128,6 +128,14 @@ def test_dtype_conversion(roof):
         "dtype-conversion" in kinds(mixed)
 
 
+def test_no_conversion_probe_that_changes_the_computation(roof):
+    # complex numbers cast to float64 keep their real part: np.abs of them is another
+    # computation, not the conversion the ufunc's loop does
+    e = run("np.abs(Z)", f"Z = np.random.randn({N // 4}) + 1j", roof)
+    assert "dtype-conversion" not in kinds(e)
+    assert not any(r.kind == "dtype-conversion" for r in e.ruled_out)
+
+
 def test_overhead_of_small_arrays(roof):
     e = run("(x + 1) * 2", "x = np.ones(8)", roof)
     assert "overhead" in kinds(e)

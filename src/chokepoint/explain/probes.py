@@ -753,7 +753,11 @@ def _cast_probe(op: Op, settings: ProbeSettings,
     result = op.result_array
     if op.kind != "ufunc" or result.dtype.kind not in "fc":
         return None
-    mixed = [a for a in op.inputs if a.ndim and a.dtype != result.dtype and a.dtype.kind != "b"]
+    # only a cast that loses nothing is the conversion the ufunc's loop does itself:
+    # np.abs(z) of complex numbers computes on them, and z cast to float64 is another
+    # computation (its real part)
+    mixed = [a for a in op.inputs if a.ndim and a.dtype != result.dtype and a.dtype.kind != "b"
+             and np.can_cast(a.dtype, result.dtype, "safe")]
     if not mixed:
         return None
     casts = {id(a): a.astype(result.dtype) for a in mixed}
