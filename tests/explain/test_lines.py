@@ -11,7 +11,9 @@ from chokepoint.explain.lines import (
     _contraction,
     _einsum_spec,
     _patterns,
+    _product,
     _same_arrays,
+    _small_power,
     _summed,
     _tabulated,
     _top_k,
@@ -217,3 +219,44 @@ def test_a_contraction_whose_sum_overflows_as_written_is_not_proposed():
     patterns = [p for p in _patterns(ast.parse(code)) if p.contraction is not None]
     assert patterns
     assert _check(LineCapture("f.py", 1, code, patterns, env), patterns[0], 0.001) is None
+
+
+@pytest.mark.parametrize("code, x, n", [
+    ("f ** 3", "f", 3), ("(a - b) ** 4", "a - b", 4), ("np.power(x, 3.0)", "x", 3),
+])
+def test_a_small_power_is_found(code, x, n):
+    found = _small_power(_node(code))
+    assert found is not None and ast.unparse(found[0]) == x and found[1] == n
+
+
+@pytest.mark.parametrize("code", ["f ** 2", "f ** 0.5", "f ** n", "f ** 5", "f ** True",
+                                  "np.power(f, 3, out=g)"])
+def test_other_powers_are_not(code):
+    # 2, 0.5 and -1 have NumPy's fast paths; a power named or beyond 4 is not multiplied out
+    assert _small_power(_node(code)) is None
+
+
+@pytest.mark.parametrize("code", ["A @ B", "np.dot(A, B)", "np.matmul(A, B)"])
+def test_a_matrix_product_is_found(code):
+    assert [ast.unparse(x) for x in _product(_node(code))] == ["A", "B"]
+
+
+@pytest.mark.parametrize("env", [
+    {"A": np.ones((30, 40)), "B": np.ones((40, 5))},  # floats: BLAS already
+    {"A": np.full((30, 40), 2 ** 26), "B": np.full((40, 5), 2 ** 26)},  # sums past 2**53
+    {"A": np.ones((2, 30, 40), int), "B": np.ones((40, 5), int)},  # a stack: not np.dot's
+])
+def test_a_matrix_product_float64_cannot_compute_exactly_is_left_alone(env):
+    code = "C = A @ B"
+    patterns = [p for p in _patterns(ast.parse(code)) if p.matmul]
+    assert patterns
+    assert _check(LineCapture("f.py", 1, code, patterns, {"np": np, **env}), patterns[0],
+                  0.001) is None
+
+
+def test_a_power_of_integers_or_of_a_scalar_is_left_alone():
+    for value in (np.arange(100), 3.0, np.float64(3.0)):
+        code = "y = x ** 3"
+        patterns = [p for p in _patterns(ast.parse(code)) if p.power]
+        assert _check(LineCapture("f.py", 1, code, patterns, {"np": np, "x": value}),
+                      patterns[0], 0.001) is None

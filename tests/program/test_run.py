@@ -588,6 +588,38 @@ def test_an_interpolation_of_12_bit_pixels_gets_a_lookup_table(tmp_path, roof):
     assert line["rewrite"]["values"] == "same values" and line["rewrite"]["speedup"] > 3
 
 
+def test_an_integer_matrix_product_is_computed_in_float64(tmp_path, roof):
+    # NumPy multiplies integer matrices in its own loop, without BLAS (46x on an AMD EPYC)
+    path = _program(tmp_path, """\
+        import numpy as np
+        bought = (np.random.default_rng(0).random((2000, 300)) < 0.1).astype(np.int64)
+        for _ in range(2):
+            co = bought.T @ bought
+        """)
+    report = run_program(path, roof=roof, budget_s=20)
+    line = next(r for r in report.to_dict()["lines"] if r["source"].endswith("prog.py:4"))
+    assert line["rewrite"] is not None, line
+    assert line["rewrite"]["code"] == (
+        "co = (bought.T.astype(np.float64) @ bought.astype(np.float64)).astype(np.int64)")
+    assert line["rewrite"]["values"] == "same values" and line["rewrite"]["speedup"] > 3
+
+
+def test_a_cube_is_multiplied_out(tmp_path, roof):
+    # x ** 3 calls the C library's pow per element; x * x * x is two products (6x on an AMD
+    # EPYC)
+    path = _program(tmp_path, """\
+        import numpy as np
+        f = np.random.default_rng(0).standard_normal(1_000_000)
+        for _ in range(3):
+            g = 0.5 * (f + 0.044715 * f ** 3)
+        """)
+    report = run_program(path, roof=roof, budget_s=20)
+    line = next(r for r in report.to_dict()["lines"] if r["source"].endswith("prog.py:4"))
+    assert line["rewrite"] is not None, line
+    assert line["rewrite"]["code"] == "g = 0.5 * (f + 0.044715 * (f * f * f))"
+    assert line["rewrite"]["speedup"] > 2
+
+
 def test_the_first_k_of_a_whole_sort_get_a_partition(tmp_path, roof):
     # a sort of 6000 per row for its first 7: a partition is linear (3x on an AMD EPYC)
     path = _program(tmp_path, """\

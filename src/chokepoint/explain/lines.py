@@ -34,7 +34,7 @@ import numpy as np
 from .. import kernels
 from ..kernels.adaptive import settle
 from ..measure.timer import measure_interleaved
-from .rewrite import FASTER, find_rewrite
+from .rewrite import CLOSE_ULP, FASTER, find_rewrite, max_ulp
 
 __all__ = ["LineCapture", "capture", "line_rewrites"]
 
@@ -53,6 +53,8 @@ class _Pattern:
     unique: ast.Call | None = None  # ``np.unique(a, ...)`` of small integers: counted
     contraction: ast.Call | None = None  # ``(A[:, :, None] * B).sum(axis=1)``: np.einsum
     table: ast.Call | None = None  # ``np.interp(q, xp, fp)`` of small integers: looked up
+    power: int = 0  # ``x ** 3`` (operand ``x``): multiplied out
+    matmul: bool = False  # ``A @ B`` of integers (operands ``a``, ``b``): in float64
 
 
 @dataclass
@@ -250,6 +252,32 @@ def _tabulated(node: ast.expr) -> ast.Name | None:
     return node.args[0] if len(node.args) == arity else None  # no positional out=
 
 
+def _small_power(node: ast.expr) -> tuple[ast.expr, int] | None:
+    """``(x, n)`` of ``x ** n`` or ``np.power(x, n)`` with ``n`` written as 3 or 4: NumPy
+    calls the C library's ``pow`` per element there (2, 0.5 and -1 have fast paths), many
+    times the cost of the products."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        x, n = node.left, node.right
+    elif isinstance(node, ast.Call) and _is_np(node.func, "power") and len(node.args) == 2 \
+            and not node.keywords:
+        x, n = node.args
+    else:
+        return None
+    if isinstance(n, ast.Constant) and type(n.value) in (int, float) and n.value in (3, 4):
+        return x, int(n.value)
+    return None
+
+
+def _product(node: ast.expr) -> tuple[ast.expr, ast.expr] | None:
+    """``(A, B)`` of ``A @ B``, ``np.matmul(A, B)`` or ``np.dot(A, B)``."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+        return node.left, node.right
+    if isinstance(node, ast.Call) and (_is_np(node.func, "matmul") or _is_np(node.func, "dot")) \
+            and len(node.args) == 2 and not node.keywords:
+        return node.args[0], node.args[1]
+    return None
+
+
 def _patterns(tree: ast.AST) -> list[_Pattern]:
     found = []
     # a NumPy integer's attributes (b.sum().item(), .astype) are not a Python int's
@@ -304,6 +332,12 @@ def _patterns(tree: ast.AST) -> list[_Pattern]:
                 found.append(_Pattern(f"np.where(h {op} 0, 0, d)",
                                       {"d": ast.parse(name, mode="eval").body, "h": h},
                                       in_place=name, original=ast.unparse(node)))
+        elif (power := _small_power(node)) is not None:
+            found.append(_Pattern("power", {"x": power[0]}, original=ast.unparse(node),
+                                  power=power[1]))
+        elif (product := _product(node)) is not None:
+            found.append(_Pattern("matmul", {"a": product[0], "b": product[1]},
+                                  original=ast.unparse(node), matmul=True))
         elif (q := _tabulated(node)) is not None:
             # one evaluation per value of a small-range integer array, looked up (last: a
             # ufunc that is a ReLU in disguise, np.maximum(x, 0), is that pattern)
@@ -637,7 +671,95 @@ def _check_table(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | 
     return found
 
 
+def _hoisted(capture_: LineCapture, line: ast.Module, nodes: dict[str, ast.expr]
+             ) -> tuple[str, dict[str, str]]:
+    """A statement computing each operand that is not a name or a view of one once, into a
+    name free in the line's scope, and the code of each operand to use in a rewrite."""
+    first, codes = [], {}
+    for key, node in nodes.items():
+        if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) and _plain(node):
+            codes[key] = ast.unparse(node)
+        else:
+            name = _free_name(capture_, line, key)
+            first.append(f"{name} = {ast.unparse(node)}")
+            codes[key] = name
+    return "; ".join(first), codes
+
+
+def _operand_values(capture_: LineCapture, nodes) -> list | None:
+    try:
+        return [eval(_compiled(node), capture_.env) for node in nodes]
+    except Exception:  # the user's code cannot be re-run here: skip it
+        return None
+
+
+def _check_power(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    """``x ** 3`` (or 4) of a float array against ``x * x * x``: within :data:`CLOSE_ULP`
+    of the power (each product rounds once)."""
+    try:
+        line = ast.parse(capture_.code)
+    except SyntaxError:
+        return None
+    target = _target(line, p)
+    values = _operand_values(capture_, [p.operands["x"]])
+    if target is None or values is None or type(values[0]) is not np.ndarray \
+            or values[0].dtype.kind != "f" or values[0].size < 2:
+        return None
+    first, codes = _hoisted(capture_, line, p.operands)
+    code = " * ".join([codes["x"]] * p.power)
+
+    def agree(ours, theirs):
+        ulp = max_ulp(np.asarray(ours), np.asarray(theirs))
+        return None if ulp > CLOSE_ULP else (
+            "same values" if ulp == 0 else f"values within {ulp:.2g} ulp")
+
+    found = _measured_rewrite(capture_, p, line, target, first, code, agree, min_time)
+    if found is not None:
+        found["note"] = (f"NumPy computes ** {p.power} with the C library's pow per element; "
+                         "the products round once each")
+    return found
+
+
+#: a float64 matrix product of integers is exact while every sum of products stays below this
+EXACT_FLOAT64 = 2 ** 53
+
+
+def _check_matmul(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    """A matrix product of integer arrays (NumPy's own loop, no BLAS) against the product of
+    their float64 copies cast back: the same values wherever every sum of products is below
+    2**53 in magnitude (bounded here from the operands' largest values)."""
+    try:
+        line = ast.parse(capture_.code)
+    except SyntaxError:
+        return None
+    target = _target(line, p)
+    values = _operand_values(capture_, [p.operands["a"], p.operands["b"]])
+    if target is None or values is None:
+        return None
+    a, b = values
+    if not all(type(v) is np.ndarray and v.dtype.kind in "iu" and 1 <= v.ndim <= 2
+               and v.size for v in (a, b)):
+        return None
+    bound = a.shape[-1] * float(np.abs(a).max()) * float(np.abs(b).max())
+    if bound >= EXACT_FLOAT64:
+        return None
+    first, codes = _hoisted(capture_, line, p.operands)
+    dtype = np.result_type(a, b)
+    code = (f"({codes['a']}.astype(np.float64) @ {codes['b']}.astype(np.float64))"
+            f".astype(np.{dtype.name})")
+    found = _measured_rewrite(capture_, p, line, target, first, code, _same_arrays, min_time)
+    if found is not None:
+        found["note"] = ("NumPy multiplies integer matrices without BLAS; in float64 the "
+                         "products are exact while every sum stays below 2**53 (here at most "
+                         f"{bound:.3g})")
+    return found
+
+
 def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    if p.power:
+        return _check_power(capture_, p, min_time)
+    if p.matmul:
+        return _check_matmul(capture_, p, min_time)
     if p.count:
         return _check_count(capture_, p, min_time)
     if p.top is not None:

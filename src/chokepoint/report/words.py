@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..measure.stats import TARGET_PRECISION
 from ..measure.timer import format_seconds
 
@@ -69,6 +71,14 @@ _PROBE_WHAT = {"constant": "constant inputs", "subnormal": "subnormals flushed",
                "contiguous": "contiguous inputs", "threads": "the work split across threads"}
 
 
+def _integer(dtype: str) -> bool:
+    """An integer or boolean dtype's name: NumPy's matrix products of these skip BLAS."""
+    try:
+        return np.dtype(dtype).kind in "iub"
+    except TypeError:
+        return False
+
+
 def _fact(kind: str, f: dict, c: Context) -> str:
     if kind in ("allocation", "temporaries"):
         if "peak_extra" in f:
@@ -77,9 +87,12 @@ def _fact(kind: str, f: dict, c: Context) -> str:
         return (f"{f['op']}: {_ms(f['base_s'])} into fresh memory, {_ms(f['changed_s'])} into "
                 "a preallocated out=")
     if kind == "compute-bound" and f.get("gemm"):
+        ceiling = (f"{f['dtype']} matmul ceiling (measured)" if not _integer(f["dtype"]) else
+                   f"floating-point matmul ceiling (measured; NumPy multiplies {f['dtype']} "
+                   "matrices without BLAS)")
         return (f"{f['op']}: {f['flops'] / 1e9:.3g} GFLOP in {_ms(f['seconds'])} = "
                 f"{f['rate'] / 1e9:.1f} GFLOP/s, {100 * f['rate'] / f['ceiling']:.0f}% of the "
-                f"{f['ceiling'] / 1e9:.1f} GFLOP/s {f['dtype']} matmul ceiling (measured)")
+                f"{f['ceiling'] / 1e9:.1f} GFLOP/s {ceiling}")
     if kind == "compute-bound":
         rate = f["bytes"] / f["seconds"] / 1e9 if f["seconds"] > 0 else 0.0
         return (f"{f['op']}: {_mb(f['bytes'])} in {_ms(f['seconds'])} = {rate:.1f} GB/s, "
@@ -209,6 +222,9 @@ def _advice(cause, c: Context) -> str:
         return f"move fewer bytes: the floor for this statement is {_ms(floor)}; {fused}"
     if kind == "compute-bound":
         gemm = [f for f in cause.facts if f.get("gemm")]
+        if any(_integer(f["dtype"]) for f in gemm):
+            return (c.rewrite or "the product in float64, cast back: NumPy multiplies integer "
+                    "matrices without BLAS (exact while every sum stays below 2**53)")
         if gemm:
             f64 = [f for f in gemm if f["dtype"] == "float64"]
             if f64:
