@@ -19,7 +19,10 @@ is a contraction: ``np.einsum('ij,jk->ik', A, B, optimize=True)`` computes it wi
 broadcast temporary (through the matrix product where it is one). A NumPy function of an
 integer array whose values span a range far smaller than it (12-bit pixels, category codes),
 ``np.interp(q, xp, fp)`` or a ufunc, is evaluated once per value and looked up:
-``np.interp(np.arange(int(q.max()) + 1, dtype=q.dtype), xp, fp)[q]``.
+``np.interp(np.arange(int(q.max()) + 1, dtype=q.dtype), xp, fp)[q]``. ``x ** 3`` and ``x ** 4``
+of a float array call the C library's ``pow`` per element: ``x * x * x`` is within a few ulp.
+A matrix product of integer arrays runs in NumPy's own loop, without BLAS: the product of
+their float64 copies, cast back, is exact while every sum stays below 2**53.
 """
 
 from __future__ import annotations
