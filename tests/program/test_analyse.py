@@ -5,6 +5,7 @@ from types import SimpleNamespace
 import pytest
 
 from chokepoint.program.analyse import _rewrite
+from chokepoint.program.summary import uncertain
 
 
 def _found(speedup: float) -> dict:
@@ -48,3 +49,13 @@ def test_the_rewrite_saving_most_is_chosen_not_the_fastest_part():
     large = {**_part(8e-3, 4e-3), "statement": "the other"}  # 2x on 8 ms
     best = _rewrite(None, [small, large], 10e-3, SimpleNamespace(hits=10), line_s=0.1)
     assert best["code"] == "the other" and best["saved_s"] == pytest.approx(10 * 4e-3)
+
+
+@pytest.mark.parametrize(("recorded", "taken", "library", "hits", "why"), [
+    (100_000, 40_000, 60_000, 10, "library"),  # the hook's calls into np.median: most of it
+    (600_000_000, 340_000_000, 0, 1_800_000, "interpreter"),  # 190 ns a run, 1.8 M runs
+    (600_000_000, 340_000_000, 0, 500, ""),  # few runs: their time as recorded
+    (9_000_000_000, 8_000_000_000, 0, 1_800_000, ""),  # 4.4 us a run: the work dominates
+])
+def test_which_recorded_times_their_replay_decides(recorded, taken, library, hits, why):
+    assert uncertain(recorded, taken, library, hits) == why

@@ -346,17 +346,26 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     elif replay.mutates:
         notes.append("it changes what it reads: each replay starts from the values it saw, "
                      "restored outside the timed region")
-    if stat.recorded_ns:  # the hook's calls were most of its recorded time: its replay's
+    # a replay of a line's arguments alone (print(E), L.append(E)) misses the call: it times
+    # only a line whose recorded time is mostly the hook's calls into library functions
+    if stat.recorded_ns and not (replay.arguments and stat.recorded_why != "library"):
+        # the hook's price in its recorded time is uncertain: its replay's
         with np.errstate(all="ignore"):
             once = float(np.median(timed_under(fn, [contextlib.nullcontext], restore=restore,
                                                mutates=replay.mutates and not repeats_same)[0]))
-        stat.ns = int(min(stat.recorded_ns, once * 1e9 * stat.hits))
+        # short runs: the time with the hook's price taken out, or the replay's (its call
+        # costs more than a 40 ns line), whichever is less: both are at least the line's
+        library = stat.recorded_why == "library"
+        kept = stat.recorded_ns if library else stat.ns
+        stat.ns = int(min(kept, once * 1e9 * stat.hits))
         line_s = stat.ns / 1e9
-        recorded = format_seconds(stat.recorded_ns / 1e9)
-        if stat.ns < stat.recorded_ns:
+        recorded = format_seconds(kept / 1e9)
+        if stat.ns < kept:
+            why = ("most of it the recording's own cost in the library functions it calls"
+                   if library else "the recording slows the interpreter on each of its short "
+                   "runs")
             notes.append(f"timed by its replay: {format_seconds(once)} a run, {stat.hits} runs "
-                         f"(recorded {recorded}, most of it the recording's own cost in the "
-                         "library functions it calls)")
+                         f"(recorded {recorded}, {why})")
         else:
             notes.append(f"its replay ({format_seconds(once)} a run, {stat.hits} runs) took "
                          f"at least what was recorded ({recorded}): the recorded time is kept")
@@ -559,7 +568,8 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
         opaque = min(max(0.0, replay_s - ops_s - interpreter), calls * OPAQUE_CALL_S)
     overhead = min(replay_s, per_call + interpreter + opaque)
     numbers = {"hits": stat.hits, "calls": len(timed), "small_calls": len(small),
-               "call_s": cost, "per_hit_s": replay_s, "work_s": max(0.0, replay_s - overhead),
+               "call_s": per_call / len(timed) if timed else cost, "per_hit_s": replay_s,
+               "work_s": max(0.0, replay_s - overhead),
                "overhead_s": overhead, "opaque_s": opaque,
                "loop": f"{st.filename}:{stat.statement.loop}" if stat.statement.loop else None}
     # as a share of the replay, applied to the line's time in the run: the same calls cost

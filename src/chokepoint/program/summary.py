@@ -25,7 +25,7 @@ from .record import LineStat, Recorder
 from .replay import ReplayError, grown_name
 from .strided import release as release_strided
 
-__all__ = ["CLOSE", "LITTLE", "SCHEMA", "ProgramReport", "analyse_program"]
+__all__ = ["CLOSE", "LITTLE", "SCHEMA", "ProgramReport", "analyse_program", "uncertain"]
 
 SCHEMA = 1
 #: the lines replayed are the slowest ones holding this share of the lines' time...
@@ -46,6 +46,10 @@ LINE_BUDGET = 0.25
 #: a line whose hook's calls into library functions are at least this share of its recorded
 #: time is timed by its replay (LineStat.recorded_ns)
 HOOK_UNCERTAIN = 0.5
+#: a line run this many times or more, each run under TRACED_SHORT_NS of its own time, is
+#: timed by its replay too: the traced interpreter runs its every instruction slower
+TRACED_HITS = 1000
+TRACED_SHORT_NS = 2000
 #: said of such a line whose replay did not time it
 UNCERTAIN_NOTE = ("its time is uncertain: most of what was recorded was the recording's own "
                   "cost in the library functions it calls, and no replay timed it")
@@ -225,6 +229,18 @@ def _loops(rows: list[dict]) -> list[dict]:
     return sorted(loops.values(), key=lambda e: e["time_s"], reverse=True)
 
 
+def uncertain(recorded_ns: int, taken_ns: int, library_ns: float, hits: int) -> str:
+    """Why a line's recorded time, ``taken_ns`` once the hook's price is taken out, is
+    uncertain: "library" where the hook's calls into library functions were most of it,
+    "interpreter" where its runs were many and short (the traced interpreter is slower on
+    every instruction), else "" (see :attr:`.record.LineStat.recorded_ns`)."""
+    if recorded_ns > 0 and library_ns >= HOOK_UNCERTAIN * recorded_ns:
+        return "library"
+    if hits >= TRACED_HITS and 0 < taken_ns < TRACED_SHORT_NS * hits:
+        return "interpreter"
+    return ""
+
+
 def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_status: int,
                     wall_s: float, roof: Roofline | None = None, budget_s: float = BUDGET_S,
                     settings: ProbeSettings = RUN_PROBES, error: str | None = None,
@@ -245,7 +261,8 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
     for s in recorder.lines.values():
         taken = costs.taken_out(s)
         library = costs.library_ns(s)
-        if s.ns > 0 and library >= HOOK_UNCERTAIN * s.ns:
+        s.recorded_why = uncertain(s.ns, taken, library, s.hits)
+        if s.recorded_why:
             s.recorded_ns = s.ns
         order[id(s)] = max(taken, s.ns // 2) if s.recorded_ns else taken
         if s.capture is not None and s.ns > 0:  # its captured run, as its share of the hook
@@ -298,7 +315,7 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
         row["probe_s"] = time.perf_counter() - began
     for row in rows:  # a line timed by its replay, or left uncertain where it was not
         stat = row["_stat"]
-        if stat.recorded_ns:
+        if stat.recorded_ns and stat.recorded_why == "library":
             _replayed_time(row, stat, wall_s)  # a replay that failed may have timed it
             if not row["analysed"]:
                 row["notes"] = [*row["notes"], UNCERTAIN_NOTE]

@@ -138,8 +138,9 @@ def cause_evidence(cause: dict) -> str:
         return (f"{_runs(hits)} at {_ms(cause.get('run_per_hit_s', cause['per_hit_s']))} each "
                 f"({_ms(cause['per_hit_s'])} replayed), of which "
                 f"{_ms(cause['overhead_s'])} is interpreter and per-call overhead "
-                f"({cause['calls']} NumPy call(s) at about {_ms(cause['call_s'])} fixed cost "
-                f"each here{opaque}) and {_ms(cause['work_s'])} the arrays' own work")
+                f"({cause['calls']} NumPy call(s) at about {_ms(cause['call_s'])} each, their "
+                f"fixed cost or their whole time on small data{opaque}) and "
+                f"{_ms(cause['work_s'])} the arrays' own work")
     return cause.get("evidence", "")
 
 
