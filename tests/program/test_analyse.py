@@ -59,3 +59,16 @@ def test_the_rewrite_saving_most_is_chosen_not_the_fastest_part():
 ])
 def test_which_recorded_times_their_replay_decides(recorded, taken, library, hits, why):
     assert uncertain(recorded, taken, library, hits) == why
+
+
+def test_the_numpy_scalars_a_line_reads_are_found_as_python_numbers():
+    import ast
+
+    import numpy as np
+
+    from chokepoint.program.analyse import python_numbers
+    ns = {"x": np.float64(1.5), "n": np.int64(3), "ok": np.bool_(True), "a": np.ones(3),
+          "f": 2.0, "unused": np.float64(1.0), "s": np.str_("x")}
+    found = python_numbers(ns, ast.parse("y = x * n if ok else a * f + len(s)"))
+    assert found == {"x": 1.5, "n": 3, "ok": True}
+    assert all(type(v) in (float, int, bool) for v in found.values())

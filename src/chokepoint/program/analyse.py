@@ -45,7 +45,7 @@ from .record import LineStat
 from .replay import grown_name, is_simple_name_assign, prepare, run_once, timed_under
 from .strided import strided_line, timed_layouts
 
-__all__ = ["Cause", "LineAnalysis", "analyse_line", "call_cost"]
+__all__ = ["Cause", "LineAnalysis", "analyse_line", "call_cost", "python_numbers"]
 
 #: new memory per execution from which the fresh-memory probe runs (below it, malloc reuses
 #: its own free lists and no page is faulted)
@@ -65,7 +65,7 @@ SLOWER_IN_RUN = 1.5
 #: (:func:`~chokepoint.explain.probes.clear_after_three` stops the clear ones at three)
 UNSETTLED_REPEATS = 5
 #: the kinds a line-level probe measures; explain's per-operation rules for them are dropped
-LINE_KINDS = ("allocation", "temporaries", "blas-threads", "overhead")
+LINE_KINDS = ("allocation", "temporaries", "blas-threads", "numpy-scalars", "overhead")
 #: about how many times explain's probes run an operation: one slower than what is left of the
 #: line's budget over this is timed, not probed
 PROBE_CALLS = 40
@@ -476,6 +476,15 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
         else:
             ruled.append({"kind": "blas-threads", **numbers})
 
+    # 1b. NumPy scalars (np.float64 from an array's element) in the line's arithmetic: the
+    # same line on Python numbers of the same values
+    scalars = python_numbers(ns, st.tree)
+    valued = _valued(st)
+    if scalars and valued is not None and time.perf_counter() < run_deadline:
+        _scalars_cause(fn, valued.function(ns), ns, scalars, restore,
+                       replay.mutates and not repeats_same, stat, line_s, causes, ruled,
+                       ledger)
+
     # 2. a large intermediate (a broadcast): the line on blocks of its result's rows (its
     # temporaries: in the cache, not through memory)
     result = tr.result if isinstance(tr.result, np.ndarray) and expr is not None else None
@@ -611,6 +620,79 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                         causes=causes, ruled_out=ruled, rewrite=rewrite_out, notes=notes,
                         ops=[{k: r[k] for k in ("name", "time_s", "in_bytes", "out_bytes",
                                                  "flops")} for r in rows])
+
+
+def python_numbers(ns: dict, tree: ast.AST) -> dict[str, object]:
+    """The names the line reads that hold NumPy scalars of numbers (``np.float64``,
+    ``np.int64``, ``np.bool_``), as the Python numbers of the same values: NumPy's scalar
+    arithmetic costs many times Python's (each operation a ufunc's dispatch)."""
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    return {n: ns[n].item() for n in sorted(read) if isinstance(ns.get(n), np.generic)
+            and ns[n].dtype.kind in "biufc"}
+
+
+@contextlib.contextmanager
+def _bound(ns: dict, values: dict):
+    """``values`` bound in ``ns`` for the block, the old bindings back afterwards."""
+    old = {k: ns[k] for k in values}
+    ns.update(values)
+    try:
+        yield
+    finally:
+        ns.update(old)
+
+
+def _same_value(a, b) -> bool:
+    try:
+        x, y = np.asarray(a), np.asarray(b)
+        return x.shape == y.shape and x.dtype.kind in "biufc" and y.dtype.kind in "biufc" \
+            and bool(np.array_equal(x, y, equal_nan=True))
+    except (TypeError, ValueError):
+        return False
+
+
+def _valued(st: _statements.Statement) -> _statements.Statement | None:
+    """The expression whose value a line computes: an expression, ``return E``, or the value
+    assigned (``x = E``, ``total += E``, ``a[i] = E``); None for other statements."""
+    if st.is_expression:
+        return st
+    body = st.tree.body
+    if len(body) == 1 and isinstance(body[0], (ast.Assign, ast.AugAssign, ast.Return)) \
+            and body[0].value is not None:
+        return statement_part(st, body[0].value)
+    return None
+
+
+def _scalars_cause(fn, value, ns: dict, scalars: dict, restore: Callable[[], None],
+                   mutates: bool, stat: LineStat, line_s: float, causes: list[Cause],
+                   ruled: list[dict], ledger: _Ledger) -> None:
+    """The ``numpy-scalars`` cause: the line as written against the same with its NumPy
+    scalars as Python numbers, where the value it computes (``value()``) is the same; what
+    that saves a run."""
+    with np.errstate(all="ignore"):
+        try:
+            restore()
+            written = value()
+            restore()
+            with _bound(ns, scalars):
+                as_python = value()
+        except Exception:  # the line needs them as NumPy's (a method of np.float64)
+            return
+        if not _same_value(written, as_python):  # an int64 that wraps, a dtype that matters
+            return
+        times = timed_under(fn, [contextlib.nullcontext, lambda: _bound(ns, scalars)],
+                            restore=restore, mutates=mutates)
+    numbers = {"names": sorted(scalars), "types": sorted({type(ns[n]).__name__
+                                                           for n in scalars}),
+               "as_written_s": float(np.median(times[0])),
+               "python_s": float(np.median(times[1])), "hits": stat.hits}
+    saved = numbers["as_written_s"] - numbers["python_s"]
+    if saved > 0.1 * numbers["as_written_s"] and significant(times[0], times[1]):
+        # as a share of the replay, applied to the line's time in the run
+        share = saved / numbers["as_written_s"]
+        causes.append(Cause("numpy-scalars", ledger.take(share * line_s), numbers))
+    else:
+        ruled.append({"kind": "numpy-scalars", **numbers})
 
 
 def _work_share(per_hit: float, replays: list[float]) -> float:

@@ -44,6 +44,10 @@ def _listed(codes: list[str], shown: int = 3) -> str:
     return ", ".join(codes[:shown]) + more
 
 
+#: a cause besides the largest has its advice said where it holds this share of the line
+SECOND_ADVICE = 0.25
+
+
 def cause_evidence(cause: dict) -> str:
     """What was measured, in one sentence."""
     kind = cause["kind"]
@@ -129,6 +133,12 @@ def cause_evidence(cause: dict) -> str:
         return (f"the matrix product took {_ms(cause['all_threads_s'])} with "
                 f"{cause['threads']} BLAS threads and {_ms(cause['one_thread_s'])} with one"
                 f"{per}{busy}")
+    if kind == "numpy-scalars":
+        names = ", ".join(cause["names"])
+        are = "is a NumPy scalar" if len(cause["names"]) == 1 else "are NumPy scalars"
+        return (f"{names} {are} ({', '.join(cause['types'])}): the line took "
+                f"{_ms(cause['as_written_s'])} a run, {_ms(cause['python_s'])} with them as "
+                "Python numbers (same value)")
     if kind == "overhead":
         if cause.get("header"):
             return (f"the interpreter's work of looping: {hits} iterations, "
@@ -169,6 +179,10 @@ def cause_suggestion(cause: dict, line: dict) -> str:
                 "np.searchsorted(k, g, side='right'): its rows a slice, its count hi - lo"
                 + (f" (all groups' sums at once: np.bincount({key}, weights=x))"
                    if cause.get("integers") else ""))
+    if kind == "numpy-scalars":
+        return ("make them Python numbers where they are made (a, b = arr.tolist() instead of "
+                "a, b = arr; float(x), x.item()): each NumPy scalar operation dispatches like a "
+                "ufunc")
     if kind == "blas-threads":
         return ("limit BLAS to one thread around this product (threadpoolctl."
                 "threadpool_limits(1)), or leave the other cores free")
@@ -268,8 +282,16 @@ def _headline_lines(r) -> list[str]:
             out.append(f"  ({joins_text(rw['joins'])})")
     elif top.get("grows"):
         out.append(f"  -> {grows_advice(top)}")
-    elif top["cause"] and (advice := cause_suggestion(top["causes"][0], top)):
-        out.append(f"  -> {advice}")
+    elif top["cause"]:
+        # the largest cause's advice, and another's where it holds a good part of the line
+        # too (NumPy scalars beside the calls' overhead)
+        said = []
+        for cause in top["causes"]:
+            if cause is top["causes"][0] or cause["seconds"] >= SECOND_ADVICE * top["time_s"]:
+                advice = cause_suggestion(cause, top)
+                if advice and advice not in said:
+                    said.append(advice)
+                    out.append(f"  -> {advice}")
     if top["why_not"]:
         out.append(f"  ({top['why_not']})")
     for note in top["notes"]:
