@@ -374,7 +374,8 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     # new memory: what the traced operations allocate, or what tracemalloc saw (arrays made
     # by calls the tracer does not see, np.ones(n), a generator's method)
     new_bytes = max(sum(op.out_bytes for op in ops if op.allocates), peak[0])
-    gemm = any(op.gemm for op in ops)
+    # a product BLAS computes (NumPy's own loop multiplies integer matrices: no threads)
+    gemm = any(op.gemm and all(a.dtype.kind in "fc" for a in op.inputs) for op in ops)
     floor = floor_of(tr, model, roof)
     nbytes = max(model.bytes_min, model.bytes_one_pass)
     floor_s = max(roof.floor_seconds(nbytes), floor["compute_s"])

@@ -280,6 +280,8 @@ def _headline_lines(r) -> list[str]:
             out.append(f"  rewrite: {rw['code']} -- {said}")
         if rw.get("joins"):
             out.append(f"  ({joins_text(rw['joins'])})")
+        if rw.get("note"):  # a fused kernel's compile time, where values differ, ...
+            out.append(f"  ({rw['note']})")
     elif top.get("grows"):
         out.append(f"  -> {grows_advice(top)}")
     elif top["cause"]:
