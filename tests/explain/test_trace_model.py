@@ -300,3 +300,18 @@ def test_an_array_made_from_no_array_keeps_the_dtype_asked_for():
     # made from an input, the values still count
     X = np.arange(1000.0)
     assert build_model(_trace("X > 500", X=X), {"X": X}).narrow_dtype == np.dtype(bool)
+
+
+def test_one_pass_of_a_masked_update_reads_each_array_once():
+    """``z[alive] = z[alive] ** 2 + c[alive]`` is one loop under the mask: z, c and the mask
+    read once, the selected elements of z written once (a Mandelbrot step). Its gathers as
+    passes of their own priced its floor at the line's whole time."""
+    rng = np.random.default_rng(0)
+    n = 10_000
+    z, c = rng.standard_normal(n) + 0j, rng.standard_normal(n) + 1j
+    alive = rng.random(n) < 0.7
+    tr = _trace("z[alive] = z[alive] ** 2 + c[alive]", z=z, c=c, alive=alive)
+    model = build_model(tr, {"z": z, "c": c, "alive": alive})
+    selected = int(alive.sum()) * z.itemsize
+    assert model.bytes_one_pass == z.nbytes + c.nbytes + alive.nbytes + selected
+    assert model.bytes_one_pass < model.bytes_moved / 2

@@ -153,13 +153,24 @@ def _geometry(a: np.ndarray) -> tuple:
     return a.__array_interface__["data"][0], a.shape, a.strides
 
 
+def _whole_mask(op: Op) -> bool:
+    """``a[mask]`` or ``a[mask] = v`` with a boolean mask of ``a``'s shape: an elementwise
+    step under the mask (``z[alive] = z[alive] ** 2 + c[alive]`` is one masked loop over z, c
+    and alive)."""
+    target, key = op.args[0], op.args[1]
+    return (isinstance(target, np.ndarray) and isinstance(key, np.ndarray)
+            and key.dtype == bool and key.shape == target.shape)
+
+
 def _fusable(op: Op) -> bool:
     """An elementwise pass that one fused loop could do element by element: a ufunc or an
     elementwise function whose inputs broadcast to its result, a basic assignment, a copy."""
     if op.name in ("ndarray.copy", "copy", "ndarray.astype"):
         return True
     if op.kind == "index":
-        return op.name == "setitem" and not advanced(op.args[1])
+        if op.name == "setitem" and not advanced(op.args[1]):
+            return True
+        return op.name in ("getitem", "setitem") and _whole_mask(op)
     result = op.result_array
     if op.gemm or getattr(op.func, "signature", None) or op.name in WHOLE_ARRAY:
         return False
