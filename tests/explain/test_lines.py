@@ -260,3 +260,48 @@ def test_a_power_of_integers_or_of_a_scalar_is_left_alone():
         patterns = [p for p in _patterns(ast.parse(code)) if p.power]
         assert _check(LineCapture("f.py", 1, code, patterns, {"np": np, "x": value}),
                       patterns[0], 0.001) is None
+
+
+def test_a_power_of_a_name_keeps_its_table_pattern_too():
+    # np.power(q, 3) of 12-bit integers is looked up; of floats it is multiplied out
+    kinds = {("power" if p.power else "table" if p.table is not None else "other")
+             for p in _patterns(ast.parse("y = np.power(q, 3)"))}
+    assert kinds == {"power", "table"}
+
+
+@pytest.mark.parametrize("env", [
+    {"A": np.full((2, 3), 50_000, np.int32), "B": np.full((3, 2), 50_000, np.int32)},  # wraps
+    {"A": np.array([[np.iinfo(np.int64).min]]), "B": np.array([[1]])},  # |min| is min
+])
+def test_an_integer_product_past_its_type_is_left_alone(env):
+    code = "C = A @ B"
+    patterns = [p for p in _patterns(ast.parse(code)) if p.matmul]
+    assert _check(LineCapture("f.py", 1, code, patterns, {"np": np, **env}), patterns[0],
+                  0.001) is None
+
+
+def test_operands_that_call_are_not_run_again():
+    # stack.pop() ** 3: the check would drain the user's list
+    stack = [np.ones(10), np.ones(10)]
+    code = "y = stack.pop() ** 3"
+    patterns = [p for p in _patterns(ast.parse(code)) if p.power]
+    assert _check(LineCapture("f.py", 1, code, patterns, {"np": np, "stack": stack}),
+                  patterns[0], 0.001) is None
+    assert len(stack) == 2
+
+
+def test_an_integer_product_gets_its_float64_form(monkeypatch):
+    # the accepting path, its timing made up: the product is proposed, same values
+    from chokepoint.explain import lines
+    from chokepoint.measure.timer import Measurement
+
+    monkeypatch.setattr(lines, "measure_interleaved", lambda fns, **kw: [
+        Measurement(times=[1e-2] * 3, loops=1), Measurement(times=[1e-3] * 3, loops=1)])
+    rng = np.random.default_rng(0)
+    env = {"np": np, "bought": (rng.random((200, 30)) < 0.2).astype(np.int64)}
+    code = "co = bought.T @ bought"
+    patterns = [p for p in _patterns(ast.parse(code)) if p.matmul]
+    found = _check(LineCapture("f.py", 1, code, patterns, env), patterns[0], 0.001)
+    assert found["statement"] == (
+        "co = (bought.T.astype(np.float64) @ bought.astype(np.float64)).astype(np.int64)")
+    assert found["values"] == "same values" and found["speedup"] == pytest.approx(10)

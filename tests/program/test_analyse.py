@@ -1,10 +1,12 @@
 """How a line's analysis turns measured numbers into what it reports (no timing here)."""
 
+import ast
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
-from chokepoint.program.analyse import _rewrite
+from chokepoint.program.analyse import _rewrite, _same_value, _work_share, python_numbers
 from chokepoint.program.summary import uncertain
 
 
@@ -62,13 +64,26 @@ def test_which_recorded_times_their_replay_decides(recorded, taken, library, hit
 
 
 def test_the_numpy_scalars_a_line_reads_are_found_as_python_numbers():
-    import ast
-
-    import numpy as np
-
-    from chokepoint.program.analyse import python_numbers
     ns = {"x": np.float64(1.5), "n": np.int64(3), "ok": np.bool_(True), "a": np.ones(3),
           "f": 2.0, "unused": np.float64(1.0), "s": np.str_("x")}
     found = python_numbers(ns, ast.parse("y = x * n if ok else a * f + len(s)"))
     assert found == {"x": 1.5, "n": 3, "ok": True}
     assert all(type(v) in (float, int, bool) for v in found.values())
+
+
+def test_a_scalar_that_changes_the_result_dtype_is_not_the_same_value():
+    img = np.arange(4, dtype=np.int8)
+    assert not _same_value(np.int64(3) * img, 3 * img)  # int64 against int8
+    assert _same_value(np.float64(0.5) * 3.0, 0.5 * 3.0)
+
+
+def test_a_line_run_once_keeps_its_work():
+    assert _work_share(1e-3, [3e-3], hits=1) == 1.0  # its one run is the run replayed
+    assert _work_share(1e-3, [3e-3], hits=80) == pytest.approx(1 / 3)
+    assert _work_share(1e-3, [1.2e-3], hits=80) == 1.0  # within SLOWER_IN_RUN
+
+
+def test_a_part_rewrite_that_hardly_changes_the_line_is_not_proposed():
+    # the cube 1.3x faster, 1% of the line: the line 1.003x
+    part = _part(1e-6, 0.77e-6)
+    assert _rewrite(None, [part], 100e-6, SimpleNamespace(hits=10), line_s=1e-3) is None

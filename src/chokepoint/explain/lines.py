@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 import linecache
 import string
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -338,6 +339,9 @@ def _patterns(tree: ast.AST) -> list[_Pattern]:
         elif (power := _small_power(node)) is not None:
             found.append(_Pattern("power", {"x": power[0]}, original=ast.unparse(node),
                                   power=power[1]))
+            if (q := _tabulated(node)) is not None:  # np.power(q, 3) of small integers
+                found.append(_Pattern("table", {"q": q}, original=ast.unparse(node),
+                                      table=node))
         elif (product := _product(node)) is not None:
             found.append(_Pattern("matmul", {"a": product[0], "b": product[1]},
                                   original=ast.unparse(node), matmul=True))
@@ -475,12 +479,19 @@ def _measured_rewrite(capture_: LineCapture, p: _Pattern, line: ast.Module, targ
 
     try:
         with np.errstate(all="ignore"):  # values at inputs the line never had (a table's)
-            values = agree(rewritten(), original())
+            ours = rewritten()
+            began = time.perf_counter()
+            theirs = original()
+            once = time.perf_counter() - began
+            values = agree(ours, theirs)
     except Exception:
         return None
     if values is None:
         return None
-    before, after = measure_interleaved([original, rewritten], min_time=min_time, repeats=5)
+    # both ran once: a slow original (a large integer product) is timed in fewer calls
+    slow = once > SLOW_ORIGINAL_S
+    before, after = measure_interleaved([original, rewritten], min_time=min_time,
+                                        repeats=3 if slow else 5, warmup=not slow)
     if after.median * FASTER > before.median:
         return None
     second = ast.unparse(_Replace(target, ast.parse(replacement, mode="eval").body).visit(line))
@@ -677,7 +688,8 @@ def _check_table(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | 
 def _hoisted(capture_: LineCapture, line: ast.Module, nodes: dict[str, ast.expr]
              ) -> tuple[str, dict[str, str]]:
     """A statement computing each operand that is not a name or a view of one once, into a
-    name free in the line's scope, and the code of each operand to use in a rewrite."""
+    name free in the line's scope, and the code of each operand to use in a rewrite (the
+    operands make no call: the checks run them many times)."""
     first, codes = [], {}
     for key, node in nodes.items():
         if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) and _plain(node):
@@ -704,7 +716,7 @@ def _check_power(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | 
     except SyntaxError:
         return None
     target = _target(line, p)
-    values = _operand_values(capture_, [p.operands["x"]])
+    values = _operand_values(capture_, [p.operands["x"]]) if _plain(p.operands["x"]) else None
     if target is None or values is None or type(values[0]) is not np.ndarray \
             or values[0].dtype.kind != "f" or values[0].size < 2:
         return None
@@ -724,7 +736,10 @@ def _check_power(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | 
 
 
 #: a float64 matrix product of integers is exact while every sum of products stays below this
+#: (and within the result's integer type, where NumPy wraps and a cast back does not)
 EXACT_FLOAT64 = 2 ** 53
+#: seconds of one run of the code a rewrite replaces from which it is timed in fewer calls
+SLOW_ORIGINAL_S = 0.1
 
 
 def _check_matmul(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
@@ -736,18 +751,23 @@ def _check_matmul(capture_: LineCapture, p: _Pattern, min_time: float) -> dict |
     except SyntaxError:
         return None
     target = _target(line, p)
-    values = _operand_values(capture_, [p.operands["a"], p.operands["b"]])
+    plain = _plain(p.operands["a"]) and _plain(p.operands["b"])
+    values = _operand_values(capture_, [p.operands["a"], p.operands["b"]]) if plain else None
     if target is None or values is None:
         return None
     a, b = values
     if not all(type(v) is np.ndarray and v.dtype.kind in "iu" and 1 <= v.ndim <= 2
                and v.size for v in (a, b)):
         return None
-    bound = a.shape[-1] * float(np.abs(a).max()) * float(np.abs(b).max())
-    if bound >= EXACT_FLOAT64:
+    dtype = np.result_type(a, b)
+
+    def largest(v):  # as floats: np.abs of the smallest int64 is itself, negative
+        return max(abs(float(v.min())), abs(float(v.max())))
+
+    bound = a.shape[-1] * largest(a) * largest(b)
+    if bound >= min(EXACT_FLOAT64, float(np.iinfo(dtype).max)):
         return None
     first, codes = _hoisted(capture_, line, p.operands)
-    dtype = np.result_type(a, b)
     code = (f"({codes['a']}.astype(np.float64) @ {codes['b']}.astype(np.float64))"
             f".astype(np.{dtype.name})")
     found = _measured_rewrite(capture_, p, line, target, first, code, _same_arrays, min_time)

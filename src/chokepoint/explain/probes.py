@@ -410,17 +410,20 @@ def _operand_pairs(base, changed) -> list[tuple[np.ndarray, np.ndarray]]:
 def _exchanged(pairs: list[tuple[np.ndarray, np.ndarray]]):
     """Each pair's contents exchanged for the block, and back afterwards (the probes' scratch
     arrays serve the statement's later operations)."""
-    def exchange():
-        for a, b in pairs:
-            held = a.copy()
-            a[...] = b
-            b[...] = held
+    def exchange(a, b):
+        held = a.copy()  # a MemoryError here leaves both as they were
+        a[...] = b
+        b[...] = held
 
-    exchange()
+    done = []
     try:
+        for a, b in pairs:
+            exchange(a, b)
+            done.append((a, b))
         yield
     finally:
-        exchange()
+        for a, b in done:
+            exchange(a, b)
 
 
 def _joined(first: Measurement, second: Measurement) -> Measurement:

@@ -356,7 +356,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
         # short runs: the time with the hook's price taken out, or the replay's (its call
         # costs more than a 40 ns line), whichever is less: both are at least the line's
         library = stat.recorded_why == "library"
-        kept = stat.recorded_ns if library else stat.ns
+        kept = stat.recorded_ns
         stat.ns = int(min(kept, once * 1e9 * stat.hits))
         line_s = stat.ns / 1e9
         recorded = format_seconds(kept / 1e9)
@@ -375,7 +375,8 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     # by calls the tracer does not see, np.ones(n), a generator's method)
     new_bytes = max(sum(op.out_bytes for op in ops if op.allocates), peak[0])
     # a product BLAS computes (NumPy's own loop multiplies integer matrices: no threads)
-    gemm = any(op.gemm and all(a.dtype.kind in "fc" for a in op.inputs) for op in ops)
+    gemm = any(op.gemm and op.result_array is not None and op.result_array.dtype.kind in "fc"
+               for op in ops)
     floor = floor_of(tr, model, roof)
     nbytes = max(model.bytes_min, model.bytes_one_pass)
     floor_s = max(roof.floor_seconds(nbytes), floor["compute_s"])
@@ -412,7 +413,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     as_written = Measurement(times[0], 1)
     replay_s = as_written.median
     work = _work_share(per_hit, [float(np.median(t)) for t, v in zip(times, variants, strict=True)
-                                 if v in (contextlib.nullcontext, reused_memory)])
+                                 if v in (contextlib.nullcontext, reused_memory)], stat.hits)
     if work < 1.0:
         notes.append(f"the run replayed took {format_seconds(replay_s)}, {stat.hits} runs "
                      f"{format_seconds(per_hit)} on average in the program: its work (a mask "
@@ -627,7 +628,10 @@ def python_numbers(ns: dict, tree: ast.AST) -> dict[str, object]:
     """The names the line reads that hold NumPy scalars of numbers (``np.float64``,
     ``np.int64``, ``np.bool_``), as the Python numbers of the same values: NumPy's scalar
     arithmetic costs many times Python's (each operation a ufunc's dispatch)."""
-    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+            and isinstance(n.ctx, ast.Load)}
+    read |= {n.target.id for n in ast.walk(tree)
+             if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
     return {n: ns[n].item() for n in sorted(read) if isinstance(ns.get(n), np.generic)
             and ns[n].dtype.kind in "biufc"}
 
@@ -644,9 +648,11 @@ def _bound(ns: dict, values: dict):
 
 
 def _same_value(a, b) -> bool:
+    """The same values, shape and dtype (a Python int times an int8 array stays int8, an
+    np.int64 makes it int64: not the same result)."""
     try:
         x, y = np.asarray(a), np.asarray(b)
-        return x.shape == y.shape and x.dtype.kind in "biufc" and y.dtype.kind in "biufc" \
+        return x.shape == y.shape and x.dtype == y.dtype and x.dtype.kind in "biufc" \
             and bool(np.array_equal(x, y, equal_nan=True))
     except (TypeError, ValueError):
         return False
@@ -696,14 +702,15 @@ def _scalars_cause(fn, value, ns: dict, scalars: dict, restore: Callable[[], Non
         ruled.append({"kind": "numpy-scalars", **numbers})
 
 
-def _work_share(per_hit: float, replays: list[float]) -> float:
+def _work_share(per_hit: float, replays: list[float], hits: int) -> float:
     """The share of the replayed run's work that an average run of the line did: 1, unless
-    even its fastest replay (as written, or into memory already used) took
-    :data:`SLOWER_IN_RUN` times the program's average run. The bytes and flops of one run,
-    counted once per run, would then price every run at the replayed one's (a Mandelbrot's
-    masked update, replayed on an early run's mask: 14 GB at the floor for a 204 ms line)."""
+    the line ran more than once and even its fastest replay (as written, or into memory
+    already used) took :data:`SLOWER_IN_RUN` times the program's average run. The bytes and
+    flops of one run, counted once per run, would then price every run at the replayed one's
+    (a Mandelbrot's masked update, replayed on an early run's mask: 14 GB at the floor for a
+    204 ms line)."""
     fastest = min(replays, default=0.0)
-    if fastest <= 0 or per_hit <= 0 or fastest <= SLOWER_IN_RUN * per_hit:
+    if hits < 2 or fastest <= 0 or per_hit <= 0 or fastest <= SLOWER_IN_RUN * per_hit:
         return 1.0
     return per_hit / fastest
 
@@ -834,6 +841,8 @@ def _rewrite(found: dict | None, in_lines: list[dict], replay_s: float, stat: Li
             c["part_speedup"] = c["speedup"]
             after = max(replay_s - part_saved, replay_s / c["speedup"])
             c["speedup"] = replay_s / after if after > 0 else c["speedup"]
+            if c["speedup"] < FASTER:  # a faster part of a line it hardly changes
+                continue
         else:
             per_hit = run_s - run_s / c["speedup"]
         c["saved_s"] = min(cap_s if cap_s is not None else line_s, per_hit * stat.hits)

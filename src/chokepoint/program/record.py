@@ -315,12 +315,12 @@ class LineStat(Counts):
     first_ns: int = 0  # its first execution's own time
     first_bytes: int = -1  # the bytes of the arrays its first capture read (-1: none)
     peak_growth: int = 0  # bytes the process's peak memory grew by during its first execution
-    #: its own time before the hook's cost was taken out, where that price is uncertain (0
-    #: otherwise): the hook's calls into its library functions were most of it (a per-call
-    #: price calibrated on other functions, on a machine whose speed drifts), or its runs
-    #: were short and many (the traced interpreter is slower on every instruction, which the
-    #: price per event misses: a 189 ns condition recorded at 340 ns a run). Its replay then
-    #: times it (:func:`.analyse.analyse_line`)
+    #: its own time where the hook's price in it is uncertain (0 otherwise): as recorded,
+    #: where the hook's calls into its library functions were most of it (a per-call price
+    #: calibrated on other functions, on a machine whose speed drifts); with the price taken
+    #: out, where its runs were short and many (the traced interpreter is slower on every
+    #: instruction, which the price per event misses: a 189 ns condition recorded at 340 ns
+    #: a run). Its replay then times it, at most this (:func:`.analyse.analyse_line`)
     recorded_ns: int = 0
     #: why: "library" or "interpreter" (see recorded_ns)
     recorded_why: str = ""

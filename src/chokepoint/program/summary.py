@@ -262,9 +262,13 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
         taken = costs.taken_out(s)
         library = costs.library_ns(s)
         s.recorded_why = uncertain(s.ns, taken, library, s.hits)
-        if s.recorded_why:
+        # kept beside the replay's: what was recorded (the library's price uncertain), or
+        # that less the hook's price (the interpreter's runs: at most that)
+        if s.recorded_why == "library":
             s.recorded_ns = s.ns
-        order[id(s)] = max(taken, s.ns // 2) if s.recorded_ns else taken
+        elif s.recorded_why:
+            s.recorded_ns = taken
+        order[id(s)] = max(taken, s.ns // 2) if s.recorded_why == "library" else taken
         if s.capture is not None and s.ns > 0:  # its captured run, as its share of the hook
             s.capture.run_ns = int(s.capture.run_ns * taken / s.ns)
         s.ns = taken
@@ -315,9 +319,9 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
         row["probe_s"] = time.perf_counter() - began
     for row in rows:  # a line timed by its replay, or left uncertain where it was not
         stat = row["_stat"]
-        if stat.recorded_ns and stat.recorded_why == "library":
+        if stat.recorded_ns and (stat.recorded_why == "library" or stat.ns < stat.recorded_ns):
             _replayed_time(row, stat, wall_s)  # a replay that failed may have timed it
-            if not row["analysed"]:
+            if not row["analysed"] and stat.recorded_why == "library":
                 row["notes"] = [*row["notes"], UNCERTAIN_NOTE]
     # a group-by written as a loop of masks: its lines' causes, from the whole loop
     attach_groups({id(row["_stat"]): row for row in rows}, stats, _source,
