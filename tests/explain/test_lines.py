@@ -10,6 +10,7 @@ from chokepoint.explain.lines import (
     _check,
     _contraction,
     _einsum_spec,
+    _gathered_operands,
     _patterns,
     _product,
     _same_arrays,
@@ -305,3 +306,37 @@ def test_an_integer_product_gets_its_float64_form(monkeypatch):
     assert found["statement"] == (
         "co = (bought.T.astype(np.float64) @ bought.astype(np.float64)).astype(np.int64)")
     assert found["values"] == "same values" and found["speedup"] == pytest.approx(10)
+
+
+@pytest.mark.parametrize("code, a, b, i", [
+    ("r[src] / outdeg[src]", "r", "outdeg", "src"),
+    ("x[self.idx] * w[self.idx]", "x", "w", "self.idx"),
+])
+def test_two_arrays_gathered_by_one_index_are_found(code, a, b, i):
+    assert [ast.unparse(n) for n in _gathered_operands(_node(code))] == [a, b, i]
+
+
+@pytest.mark.parametrize("code", ["r[src] / outdeg[dst]", "r[i, j] + s[i, j]", "r[f(i)] + s[f(i)]",
+                                  "r[1:] + s[1:]", "r[src] < outdeg[src]"])
+def test_other_pairs_are_not(code):
+    assert _gathered_operands(_node(code)) is None
+
+
+def test_an_operation_before_its_gather_is_proposed(monkeypatch):
+    from chokepoint.explain import lines
+    from chokepoint.measure.timer import Measurement
+
+    monkeypatch.setattr(lines, "measure_interleaved", lambda fns, **kw: [
+        Measurement(times=[2e-3] * 3, loops=1), Measurement(times=[1e-3] * 3, loops=1)])
+    rng = np.random.default_rng(0)
+    env = {"np": np, "r": rng.random(100), "outdeg": rng.random(100) + 1,
+           "src": rng.integers(0, 100, 1000)}
+    code = "contrib = r[src] / outdeg[src]"
+    patterns = [p for p in _patterns(ast.parse(code)) if p.gathered]
+    found = _check(LineCapture("f.py", 1, code, patterns, env), patterns[0], 0.001)
+    assert found["statement"] == "contrib = (r / outdeg)[src]"
+    assert found["values"] == "same values"
+    # a boolean mask or arrays of two shapes: not this rewrite
+    for other in ({"src": rng.random(100) < 0.5}, {"outdeg": rng.random(50)}):
+        assert _check(LineCapture("f.py", 1, code, patterns, {**env, **other}), patterns[0],
+                      0.001) is None

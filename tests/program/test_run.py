@@ -641,6 +641,24 @@ def test_arithmetic_on_numpy_scalars_is_found(tmp_path, roof):
     assert cause["python_s"] < 0.7 * cause["as_written_s"]
 
 
+def test_an_operation_on_two_gathers_is_computed_before_one_gather(tmp_path, roof):
+    # PageRank over an edge list: 1e6 edges of 1e5 nodes, each gathered twice and divided,
+    # where the division of the nodes' arrays gathered once has the same values (2x here)
+    path = _program(tmp_path, """\
+        import numpy as np
+        rng = np.random.default_rng(0)
+        src = rng.integers(0, 100_000, 1_000_000)
+        r, outdeg = rng.random(100_000), rng.random(100_000) + 1
+        for _ in range(5):
+            contrib = r[src] / outdeg[src]
+        """)
+    report = run_program(path, roof=roof, budget_s=20)
+    line = next(r for r in report.to_dict()["lines"] if r["source"].endswith("prog.py:6"))
+    assert line["rewrite"] is not None, line
+    assert line["rewrite"]["code"] == "contrib = (r / outdeg)[src]"
+    assert line["rewrite"]["values"] == "same values" and line["rewrite"]["speedup"] > 1.3
+
+
 def test_the_first_k_of_a_whole_sort_get_a_partition(tmp_path, roof):
     # a sort of 6000 per row for its first 7: a partition is linear (3x on an AMD EPYC)
     path = _program(tmp_path, """\

@@ -22,7 +22,9 @@ integer array whose values span a range far smaller than it (12-bit pixels, cate
 ``np.interp(np.arange(int(q.max()) + 1, dtype=q.dtype), xp, fp)[q]``. ``x ** 3`` and ``x ** 4``
 of a float array call the C library's ``pow`` per element: ``x * x * x`` is within a few ulp.
 A matrix product of integer arrays runs in NumPy's own loop, without BLAS: the product of
-their float64 copies, cast back, is exact while every sum stays below 2**53.
+their float64 copies, cast back, is exact while every sum stays below 2**53. An arithmetic
+operator on two arrays gathered by the same index array, ``r[src] / outdeg[src]``, is
+``(r / outdeg)[src]``: one gather, and the operation on the arrays' own length.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class _Pattern:
     table: ast.Call | None = None  # ``np.interp(q, xp, fp)`` of small integers: looked up
     power: int = 0  # ``x ** 3`` (operand ``x``): multiplied out
     matmul: bool = False  # ``A @ B`` of integers (operands ``a``, ``b``): in float64
+    gathered: bool = False  # ``a[i] / b[i]`` (operands ``a``, ``b``, ``i``): ``(a / b)[i]``
 
 
 @dataclass
@@ -282,6 +285,26 @@ def _product(node: ast.expr) -> tuple[ast.expr, ast.expr] | None:
     return None
 
 
+def _gathered_operands(node: ast.expr) -> tuple[ast.expr, ast.expr, ast.expr] | None:
+    """``(a, b, i)`` of ``a[i] <op> b[i]``: an arithmetic operator on two arrays gathered by
+    the same index (names and views of them, no call); computed first and gathered once,
+    ``(a <op> b)[i]`` has the same values with one gather and an operation on the arrays'
+    own length, less than the index's where indices repeat (edges of a graph)."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, _ARITHMETIC)
+            and isinstance(node.left, ast.Subscript) and isinstance(node.right, ast.Subscript)):
+        return None
+    left, right = node.left, node.right
+    if ast.unparse(left.slice) != ast.unparse(right.slice) \
+            or not isinstance(left.slice, (ast.Name, ast.Attribute)):
+        return None
+    if not all(_plain(n) for n in (left.value, right.value, left.slice)):
+        return None
+    return left.value, right.value, left.slice
+
+
+_ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
+
+
 def _patterns(tree: ast.AST) -> list[_Pattern]:
     found = []
     # a NumPy integer's attributes (b.sum().item(), .astype) are not a Python int's
@@ -342,6 +365,10 @@ def _patterns(tree: ast.AST) -> list[_Pattern]:
             if (q := _tabulated(node)) is not None:  # np.power(q, 3) of small integers
                 found.append(_Pattern("table", {"q": q}, original=ast.unparse(node),
                                       table=node))
+        elif (gathered := _gathered_operands(node)) is not None:
+            found.append(_Pattern("gathered", {"a": gathered[0], "b": gathered[1],
+                                               "i": gathered[2]},
+                                  original=ast.unparse(node), gathered=True))
         elif (product := _product(node)) is not None:
             found.append(_Pattern("matmul", {"a": product[0], "b": product[1]},
                                   original=ast.unparse(node), matmul=True))
@@ -778,7 +805,38 @@ def _check_matmul(capture_: LineCapture, p: _Pattern, min_time: float) -> dict |
     return found
 
 
+def _check_gathered(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    """``a[i] <op> b[i]`` of two arrays of one shape and an integer index array, against
+    ``(a <op> b)[i]``: the same values, shape and dtype."""
+    try:
+        line = ast.parse(capture_.code)
+    except SyntaxError:
+        return None
+    target = _target(line, p)
+    values = _operand_values(capture_, [p.operands[k] for k in ("a", "b", "i")])
+    if target is None or values is None:
+        return None
+    a, b, i = values
+    if not (type(a) is np.ndarray and type(b) is np.ndarray and type(i) is np.ndarray
+            and a.shape == b.shape and a.ndim >= 1 and i.dtype.kind in "iu" and i.size):
+        return None
+    node = ast.parse(p.original, mode="eval").body
+    code = (f"({ast.unparse(node.left.value)} {_OPERATOR[type(node.op)]} "
+            f"{ast.unparse(node.right.value)})[{ast.unparse(node.left.slice)}]")
+    found = _measured_rewrite(capture_, p, line, target, "", code, _same_arrays, min_time)
+    if found is not None:
+        found["note"] = ("the operation on the arrays themselves, then one gather: "
+                         f"{a.shape[0]:,} elements computed where the index has {i.size:,}")
+    return found
+
+
+_OPERATOR = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+             ast.Mod: "%", ast.Pow: "**"}
+
+
 def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    if p.gathered:
+        return _check_gathered(capture_, p, min_time)
     if p.power:
         return _check_power(capture_, p, min_time)
     if p.matmul:
