@@ -6,7 +6,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from chokepoint.program.analyse import _rewrite, _same_value, _work_share, python_numbers
+from chokepoint.measure.statements import Statement
+from chokepoint.program.analyse import (
+    _listed,
+    _rewrite,
+    _same_value,
+    _work_share,
+    python_lists,
+    python_numbers,
+)
 from chokepoint.program.summary import uncertain
 
 
@@ -87,3 +95,20 @@ def test_a_part_rewrite_that_hardly_changes_the_line_is_not_proposed():
     # the cube 1.3x faster, 1% of the line: the line 1.003x
     part = _part(1e-6, 0.77e-6)
     assert _rewrite(None, [part], 100e-6, SimpleNamespace(hits=10), line_s=1e-3) is None
+
+
+def test_arrays_read_one_element_at_a_time_are_found_as_lists():
+    g, w, v = np.arange(6.0).reshape(2, 3), np.ones((2, 3)), np.arange(4)
+    ns = {"g": g, "w": w, "v": v, "i": 1, "j": 2, "big": np.zeros(3)}
+    found = python_lists(ns, ast.parse("t = g[i, j] * w[i, j] + v[i] + big[1:].sum()"))
+    assert found == {"g": g.tolist(), "v": v.tolist(), "w": w.tolist()}
+    # a name also used whole, sliced, indexed by fewer indices than axes, or written: not it
+    for code in ("t = g[i, j] + g.sum()", "t = g[i]", "g[i, j] = 1", "t = g[i, 0:2]",
+                 "t = g[idx(i), j]"):
+        assert "g" not in python_lists(ns, ast.parse(code)), code
+
+
+def test_a_line_indexes_its_lists_one_axis_at_a_time():
+    st = Statement.parse("ok = grid[a, b] and not seen[a, b] and other[a, b]")
+    assert _listed(st, {"grid": [], "seen": []}).source == (
+        "ok = grid[a][b] and (not seen[a][b]) and other[a, b]")

@@ -45,7 +45,8 @@ from .record import LineStat
 from .replay import grown_name, is_simple_name_assign, prepare, run_once, timed_under
 from .strided import strided_line, timed_layouts
 
-__all__ = ["Cause", "LineAnalysis", "analyse_line", "call_cost", "python_numbers"]
+__all__ = ["Cause", "LineAnalysis", "analyse_line", "call_cost", "python_lists",
+           "python_numbers"]
 
 #: new memory per execution from which the fresh-memory probe runs (below it, malloc reuses
 #: its own free lists and no page is faulted)
@@ -480,10 +481,15 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
 
     # 1b. NumPy scalars (np.float64 from an array's element) in the line's arithmetic: the
     # same line on Python numbers of the same values
+    # and arrays it reads one element at a time (grid[a, b] in a search), as nested lists
     scalars = python_numbers(ns, st.tree)
-    valued = _valued(st)
-    if scalars and valued is not None and time.perf_counter() < run_deadline:
-        _scalars_cause(fn, valued.function(ns), ns, scalars, restore,
+    lists = python_lists(ns, st.tree)
+    listed = _listed(st, lists) if lists else st
+    valued, valued_listed = _valued(st), _valued(listed) if listed is not None else None
+    if (scalars or lists) and valued is not None and valued_listed is not None \
+            and time.perf_counter() < run_deadline:
+        _scalars_cause(fn, listed.function(ns), valued.function(ns),
+                       valued_listed.function(ns), ns, {**scalars, **lists}, restore,
                        replay.mutates and not repeats_same, stat, line_s, causes, ruled,
                        ledger)
 
@@ -670,36 +676,105 @@ def _valued(st: _statements.Statement) -> _statements.Statement | None:
     return None
 
 
-def _scalars_cause(fn, value, ns: dict, scalars: dict, restore: Callable[[], None],
-                   mutates: bool, stat: LineStat, line_s: float, causes: list[Cause],
-                   ruled: list[dict], ledger: _Ledger) -> None:
-    """The ``numpy-scalars`` cause: the line as written against the same with its NumPy
-    scalars as Python numbers, where the value it computes (``value()``) is the same; what
-    that saves a run."""
+def python_lists(ns: dict, tree: ast.AST) -> dict[str, list]:
+    """The arrays of numbers the line reads only one element at a time (every use of the name
+    ``a[i]`` or ``a[i, j]``, an index per axis, no slice), at most :data:`LIST_MAX` elements,
+    as nested lists of the same values: indexing a list costs a fraction of an array's, whose
+    every element read makes a NumPy scalar."""
+    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found: dict[str, bool] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Name):
+            continue
+        a = ns.get(node.id)
+        if not (type(a) is np.ndarray and a.ndim and a.dtype.kind in "biuf"
+                and 0 < a.size <= LIST_MAX):
+            continue
+        parent = parents.get(id(node))
+        index = parent.slice if isinstance(parent, ast.Subscript) and parent.value is node \
+            else None
+        keys = index.elts if isinstance(index, ast.Tuple) else [index]
+        element = (isinstance(node.ctx, ast.Load) and index is not None
+                   and isinstance(parent.ctx, ast.Load) and len(keys) == a.ndim
+                   and not any(isinstance(n, (ast.Slice, ast.Starred, ast.Call))
+                               for k in keys for n in ast.walk(k)))
+        found[node.id] = found.get(node.id, True) and element
+    return {name: ns[name].tolist() for name, element in sorted(found.items()) if element}
+
+
+#: the largest array read one element at a time that is tried as a list (its tolist() once
+#: costs about 20 ns an element)
+LIST_MAX = 1_000_000
+
+
+class _NestedIndex(ast.NodeTransformer):
+    """``a[i, j]`` as ``a[i][j]`` for the names given (lists take one index at a time)."""
+
+    def __init__(self, names) -> None:
+        self.names = set(names)
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.value, ast.Name) and node.value.id in self.names \
+                and isinstance(node.slice, ast.Tuple):
+            nested: ast.expr = node.value
+            for key in node.slice.elts:
+                nested = ast.Subscript(value=nested, slice=key, ctx=ast.Load())
+            return ast.copy_location(nested, node)
+        return node
+
+
+def _listed(st: _statements.Statement, lists: dict) -> _statements.Statement | None:
+    """``st`` with its arrays in ``lists`` indexed as nested lists; None where it does not
+    parse back."""
+    tree = _NestedIndex(lists).visit(ast.parse(st.source))
+    try:
+        return _statements.Statement.parse(ast.unparse(ast.fix_missing_locations(tree)),
+                                           filename=st.filename, first_line=st.first_line)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _scalars_cause(fn, listed_fn, value, listed_value, ns: dict, numbers_of: dict,
+                   restore: Callable[[], None], mutates: bool, stat: LineStat, line_s: float,
+                   causes: list[Cause], ruled: list[dict], ledger: _Ledger) -> None:
+    """The ``numpy-scalars`` cause: the line as written (``fn``) against the same with its
+    NumPy scalars as Python numbers and the arrays it reads element by element as lists
+    (``numbers_of``, bound in ``ns``; ``listed_fn``, the line indexing them as lists), where
+    the value it computes (``value()``, ``listed_value()``) is the same; what that saves a
+    run, less making the lists once."""
+    lists = sorted(k for k, v in numbers_of.items() if isinstance(v, list))
     with np.errstate(all="ignore"):
         try:
             restore()
             written = value()
             restore()
-            with _bound(ns, scalars):
-                as_python = value()
+            with _bound(ns, numbers_of):
+                as_python = listed_value()
         except Exception:  # the line needs them as NumPy's (a method of np.float64)
             return
         if not _same_value(written, as_python):  # an int64 that wraps, a dtype that matters
             return
-        times = timed_under(fn, [contextlib.nullcontext, lambda: _bound(ns, scalars)],
-                            restore=restore, mutates=mutates)
-    numbers = {"names": sorted(scalars), "types": sorted({type(ns[n]).__name__
-                                                           for n in scalars}),
+        made = time.perf_counter()
+        for name in lists:
+            ns[name].tolist()
+        made = time.perf_counter() - made
+        times = timed_under(fn, [contextlib.nullcontext, lambda: _bound(ns, numbers_of)],
+                            restore=restore, mutates=mutates, variant_fns=[None, listed_fn])
+    scalars = sorted(k for k in numbers_of if k not in lists)
+    numbers = {"names": scalars, "types": sorted({type(ns[n]).__name__ for n in scalars}),
+               "lists": lists, "lists_s": made,
                "as_written_s": float(np.median(times[0])),
                "python_s": float(np.median(times[1])), "hits": stat.hits}
     saved = numbers["as_written_s"] - numbers["python_s"]
     if saved > 0.1 * numbers["as_written_s"] and significant(times[0], times[1]):
         # as a share of the replay, applied to the line's time in the run
         share = saved / numbers["as_written_s"]
-        causes.append(Cause("numpy-scalars", ledger.take(share * line_s), numbers))
-    else:
-        ruled.append({"kind": "numpy-scalars", **numbers})
+        taken = ledger.take(max(0.0, share * line_s - made))
+        if taken > 0:
+            causes.append(Cause("numpy-scalars", taken, numbers))
+            return
+    ruled.append({"kind": "numpy-scalars", **numbers})
 
 
 def _work_share(per_hit: float, replays: list[float], hits: int) -> float:

@@ -396,18 +396,22 @@ def timed_under(fn: Callable[[], object],
                 settings: list[Callable[[], contextlib.AbstractContextManager]], *,
                 restore: Callable[[], None] = lambda: None, mutates: bool = False,
                 samples: int = 7, target_s: float = 0.004,
-                faults: list[list[float]] | None = None) -> list[list[float]]:
+                faults: list[list[float]] | None = None,
+                variant_fns: list[Callable[[], object] | None] | None = None
+                ) -> list[list[float]]:
     """Seconds per call of ``fn`` under each setting (a context manager factory entered
     around its calls: the allocator, the BLAS threads), ``samples`` each, the settings
     alternating (forward, then backward, ...), each sample the mean of enough calls to last
     ``target_s``. A statement that changes its inputs is timed one call per sample, restored
     before each call outside the timed region. The first setting is usually
     ``contextlib.nullcontext``: the statement as written. ``faults``, when given, receives
-    each setting's page faults per call, a sample each (read around a sample's calls)."""
-    for setting in settings[1:]:  # warm-up under each change (the statement as written was
-        restore()                   # warmed by its traced run, and calibrates below)
-        with setting():
-            fn()
+    each setting's page faults per call, a sample each (read around a sample's calls).
+    ``variant_fns``: per setting, what runs under it instead of ``fn`` (None: ``fn``)."""
+    calls = [f if f is not None else fn for f in (variant_fns or [None] * len(settings))]
+    for setting, call in zip(settings[1:], calls[1:], strict=True):
+        restore()  # a warm-up under each change (the statement as written was warmed by its
+        with setting():  # traced run, and calibrates below)
+            call()
     loops, one = _calibrate(fn, restore, mutates, target_s)
     if loops == 1:  # slow calls: fewer samples (a 100 ms product is steady within 3)
         samples = min(samples, 5 if one < 0.03 else 3 if one < 0.25 else 2)
@@ -421,16 +425,17 @@ def timed_under(fn: Callable[[], object],
         for i in range(samples):
             for k in (order if i % 2 == 0 else order[::-1]):
                 with settings[k]():
+                    call = calls[k]
                     if getattr(settings[k], "set_up_each_time", False):
                         # its first call sets it up (the allocator's heap grows), untimed
                         restore()
-                        fn()
+                        call()
                     total = 0.0
                     faulted = heap.faults() if faults is not None else 0
                     for _ in range(loops):
                         restore()
                         start = time.perf_counter()
-                        fn()
+                        call()
                         total += time.perf_counter() - start
                     if faults is not None:
                         faults[k].append((heap.faults() - faulted) / loops)

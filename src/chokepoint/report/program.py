@@ -134,11 +134,18 @@ def cause_evidence(cause: dict) -> str:
                 f"{cause['threads']} BLAS threads and {_ms(cause['one_thread_s'])} with one"
                 f"{per}{busy}")
     if kind == "numpy-scalars":
-        names = ", ".join(cause["names"])
-        are = "is a NumPy scalar" if len(cause["names"]) == 1 else "are NumPy scalars"
-        return (f"{names} {are} ({', '.join(cause['types'])}): the line took "
-                f"{_ms(cause['as_written_s'])} a run, {_ms(cause['python_s'])} with them as "
-                "Python numbers (same value)")
+        said, made = [], []
+        if cause["names"]:
+            are = "is a NumPy scalar" if len(cause["names"]) == 1 else "are NumPy scalars"
+            said.append(f"{', '.join(cause['names'])} {are} ({', '.join(cause['types'])})")
+            made.append("Python numbers")
+        if cause.get("lists"):
+            said.append(f"{', '.join(cause['lists'])} "
+                        f"{'is' if len(cause['lists']) == 1 else 'are'} read one element at a "
+                        "time")
+            made.append(f"lists (made once in {_ms(cause['lists_s'])})")
+        return (f"{'; '.join(said)}: the line took {_ms(cause['as_written_s'])} a run, "
+                f"{_ms(cause['python_s'])} with them as {' and '.join(made)} (same value)")
     if kind == "overhead":
         if cause.get("header"):
             return (f"the interpreter's work of looping: {hits} iterations, "
@@ -180,9 +187,17 @@ def cause_suggestion(cause: dict, line: dict) -> str:
                 + (f" (all groups' sums at once: np.bincount({key}, weights=x))"
                    if cause.get("integers") else ""))
     if kind == "numpy-scalars":
-        return ("make them Python numbers where they are made (a, b = arr.tolist() instead of "
-                "a, b = arr; float(x), x.item()): each NumPy scalar operation dispatches like a "
-                "ufunc")
+        advice = []
+        if cause["names"]:
+            advice.append("make them Python numbers where they are made (a, b = arr.tolist() "
+                          "instead of a, b = arr; float(x), x.item()): each NumPy scalar "
+                          "operation dispatches like a ufunc")
+        if cause.get("lists"):
+            a = cause["lists"][0]
+            advice.append(f"read {', '.join(cause['lists'])} from lists ({a}_list = "
+                          f"{a}.tolist() once, before the loop, then {a}_list[i][j]): each "
+                          "element read from an array is made a NumPy scalar")
+        return "; ".join(advice)
     if kind == "blas-threads":
         return ("limit BLAS to one thread around this product (threadpoolctl."
                 "threadpool_limits(1)), or leave the other cores free")
