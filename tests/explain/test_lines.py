@@ -322,6 +322,40 @@ def test_other_pairs_are_not(code):
     assert _gathered_operands(_node(code)) is None
 
 
+def test_a_product_of_two_gathers_is_a_pattern():
+    assert [p.original for p in _patterns(ast.parse("y = x[idx] * w[idx]")) if p.gathered] == [
+        "x[idx] * w[idx]"]
+
+
+def _fake_timing(monkeypatch):
+    from chokepoint.explain import lines
+    from chokepoint.measure.timer import Measurement
+
+    monkeypatch.setattr(lines, "measure_interleaved", lambda fns, **kw: [
+        Measurement(times=[2e-3] * 3, loops=1), Measurement(times=[1e-3] * 3, loops=1)])
+
+
+def test_a_gathered_operand_that_is_an_expression_keeps_its_brackets(monkeypatch):
+    _fake_timing(monkeypatch)
+    rng = np.random.default_rng(0)
+    env = {"np": np, "a": rng.random(10), "b": rng.random(10), "c": np.zeros(10),
+           "i": rng.integers(0, 10, 100)}
+    code = "y = a[i] - (b - c)[i]"
+    patterns = [p for p in _patterns(ast.parse(code)) if p.gathered]
+    found = _check(LineCapture("f.py", 1, code, patterns, env), patterns[0], 0.001)
+    assert found["statement"] == "y = (a - (b - c))[i]"
+
+
+def test_a_gather_whose_operation_fails_elsewhere_is_left_alone(monkeypatch):
+    # a node without edges has outdeg 0: dividing every node would divide by zero there
+    _fake_timing(monkeypatch)
+    env = {"np": np, "r": np.ones(4), "outdeg": np.array([1.0, 2.0, 0.0, 4.0]),
+           "src": np.array([0, 1, 3, 3, 1, 0])}
+    code = "contrib = r[src] / outdeg[src]"
+    patterns = [p for p in _patterns(ast.parse(code)) if p.gathered]
+    assert _check(LineCapture("f.py", 1, code, patterns, env), patterns[0], 0.001) is None
+
+
 def test_an_operation_before_its_gather_is_proposed(monkeypatch):
     from chokepoint.explain import lines
     from chokepoint.measure.timer import Measurement

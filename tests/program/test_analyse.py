@@ -73,8 +73,10 @@ def test_which_recorded_times_their_replay_decides(recorded, taken, library, hit
 
 def test_the_numpy_scalars_a_line_reads_are_found_as_python_numbers():
     ns = {"x": np.float64(1.5), "n": np.int64(3), "ok": np.bool_(True), "a": np.ones(3),
-          "f": 2.0, "unused": np.float64(1.0), "s": np.str_("x")}
-    found = python_numbers(ns, ast.parse("y = x * n if ok else a * f + len(s)"))
+          "f": 2.0, "unused": np.float64(1.0), "s": np.str_("x"), "h": np.float32(0.5),
+          "y": np.float64(2.0)}
+    # y only assigned, h a float32 (Python's floats are 64-bit): not these
+    found = python_numbers(ns, ast.parse("y = x * n * h if ok else a * f + len(s)"))
     assert found == {"x": 1.5, "n": 3, "ok": True}
     assert all(type(v) in (float, int, bool) for v in found.values())
 
@@ -100,12 +102,20 @@ def test_a_part_rewrite_that_hardly_changes_the_line_is_not_proposed():
 def test_arrays_read_one_element_at_a_time_are_found_as_lists():
     g, w, v = np.arange(6.0).reshape(2, 3), np.ones((2, 3)), np.arange(4)
     ns = {"g": g, "w": w, "v": v, "i": 1, "j": 2, "big": np.zeros(3)}
-    found = python_lists(ns, ast.parse("t = g[i, j] * w[i, j] + v[i] + big[1:].sum()"))
-    assert found == {"g": g.tolist(), "v": v.tolist(), "w": w.tolist()}
-    # a name also used whole, sliced, indexed by fewer indices than axes, or written: not it
+    found = python_lists(ns, ast.parse("t = g[i, j] * w[i, j] + v[i + 1] + big[1:].sum()"))
+    assert found == {"g": 2, "v": 1, "w": 2}  # their axes
+    # a name also used whole, sliced, indexed by fewer indices than axes, by an index array,
+    # a mask, a slice object, None or a call, or written: not it
+    ns.update(idx=np.array([0, 1]), m=np.array([True, False]), sl=slice(0, 2), no=None)
     for code in ("t = g[i, j] + g.sum()", "t = g[i]", "g[i, j] = 1", "t = g[i, 0:2]",
-                 "t = g[idx(i), j]"):
+                 "t = g[idx(i), j]", "t = g[idx, j]", "t = g[m, j]", "t = g[sl, j]",
+                 "t = g[i, no]", "t = g[i, ...]"):
         assert "g" not in python_lists(ns, ast.parse(code)), code
+    # narrower dtypes compute otherwise in Python (uint8 wraps), booleans under ~ too
+    ns.update(u=np.arange(4, dtype=np.uint8), b=np.ones(4, bool))
+    assert python_lists(ns, ast.parse("t = u[i] - u[j]")) == {}
+    assert python_lists(ns, ast.parse("t = ~b[i]")) == {}
+    assert python_lists(ns, ast.parse("t = b[i] and b[j]")) == {"b": 1}
 
 
 def test_a_line_indexes_its_lists_one_axis_at_a_time():

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import linecache
+import operator
 import string
 import time
 from dataclasses import dataclass, field
@@ -333,6 +334,11 @@ def _patterns(tree: ast.AST) -> list[_Pattern]:
             if operand is not None:
                 found.append(_Pattern("np.maximum(z, 0)", {"z": operand},
                                       original=ast.unparse(node)))
+        elif (gathered := _gathered_operands(node)) is not None:
+            # before the products below: x[i] * w[i] is no ReLU
+            found.append(_Pattern("gathered", {"a": gathered[0], "b": gathered[1],
+                                               "i": gathered[2]},
+                                  original=ast.unparse(node), gathered=True))
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
             for grad, mask in ((node.left, node.right), (node.right, node.left)):
                 h = _compare_zero(mask, (ast.Gt, ast.GtE))
@@ -365,10 +371,6 @@ def _patterns(tree: ast.AST) -> list[_Pattern]:
             if (q := _tabulated(node)) is not None:  # np.power(q, 3) of small integers
                 found.append(_Pattern("table", {"q": q}, original=ast.unparse(node),
                                       table=node))
-        elif (gathered := _gathered_operands(node)) is not None:
-            found.append(_Pattern("gathered", {"a": gathered[0], "b": gathered[1],
-                                               "i": gathered[2]},
-                                  original=ast.unparse(node), gathered=True))
         elif (product := _product(node)) is not None:
             found.append(_Pattern("matmul", {"a": product[0], "b": product[1]},
                                   original=ast.unparse(node), matmul=True))
@@ -591,7 +593,8 @@ def _same_arrays(ours, theirs) -> str | None:
     ours, theirs = (x if isinstance(x, tuple) else (x,) for x in (ours, theirs))
     same = len(ours) == len(theirs) and all(
         isinstance(o, np.ndarray) and isinstance(t, np.ndarray) and o.dtype == t.dtype
-        and o.shape == t.shape and np.array_equal(o, t) for o, t in zip(ours, theirs, strict=True))
+        and o.shape == t.shape and np.array_equal(o, t, equal_nan=o.dtype.kind in "fc")
+        for o, t in zip(ours, theirs, strict=True))
     return "same values" if same else None
 
 
@@ -821,17 +824,28 @@ def _check_gathered(capture_: LineCapture, p: _Pattern, min_time: float) -> dict
             and a.shape == b.shape and a.ndim >= 1 and i.dtype.kind in "iu" and i.size):
         return None
     node = ast.parse(p.original, mode="eval").body
-    code = (f"({ast.unparse(node.left.value)} {_OPERATOR[type(node.op)]} "
-            f"{ast.unparse(node.right.value)})[{ast.unparse(node.left.slice)}]")
+    whole = ast.BinOp(left=node.left.value, op=node.op, right=node.right.value)
+    # the operation on every element, those the index never names too: where it raises or
+    # warns there (a node without edges: outdeg 0), the rewrite would, and the line does not
+    try:
+        with np.errstate(all="raise"):
+            _operate(node.op, a, b)
+    except (ArithmeticError, ValueError, TypeError):
+        return None
+    code = ast.unparse(ast.Subscript(value=whole, slice=node.left.slice, ctx=ast.Load()))
     found = _measured_rewrite(capture_, p, line, target, "", code, _same_arrays, min_time)
     if found is not None:
         found["note"] = ("the operation on the arrays themselves, then one gather: "
-                         f"{a.shape[0]:,} elements computed where the index has {i.size:,}")
+                         f"{a.size:,} elements computed where the gathers make "
+                         f"{i.size * (a.size // a.shape[0]):,}")
     return found
 
 
-_OPERATOR = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
-             ast.Mod: "%", ast.Pow: "**"}
+def _operate(op: ast.operator, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a <op> b`` for an arithmetic operator of the syntax."""
+    return {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+            ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+            ast.Pow: operator.pow}[type(op)](a, b)
 
 
 def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import inspect
+import linecache
 import math
 import os
 import time
@@ -484,12 +485,8 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     # and arrays it reads one element at a time (grid[a, b] in a search), as nested lists
     scalars = python_numbers(ns, st.tree)
     lists = python_lists(ns, st.tree)
-    listed = _listed(st, lists) if lists else st
-    valued, valued_listed = _valued(st), _valued(listed) if listed is not None else None
-    if (scalars or lists) and valued is not None and valued_listed is not None \
-            and time.perf_counter() < run_deadline:
-        _scalars_cause(fn, listed.function(ns), valued.function(ns),
-                       valued_listed.function(ns), ns, {**scalars, **lists}, restore,
+    if (scalars or lists) and _valued(st) is not None and time.perf_counter() < run_deadline:
+        _scalars_cause(st, fn, ns, scalars, lists, restore,
                        replay.mutates and not repeats_same, stat, line_s, causes, ruled,
                        ledger)
 
@@ -631,15 +628,32 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
 
 
 def python_numbers(ns: dict, tree: ast.AST) -> dict[str, object]:
-    """The names the line reads that hold NumPy scalars of numbers (``np.float64``,
-    ``np.int64``, ``np.bool_``), as the Python numbers of the same values: NumPy's scalar
-    arithmetic costs many times Python's (each operation a ufunc's dispatch)."""
+    """The names the line reads that hold NumPy scalars (``np.float64``, ``np.int64``,
+    ``np.bool_``, ``np.complex128``: Python's own number types compute the same), as the
+    Python numbers of the same values: NumPy's scalar arithmetic costs many times Python's
+    (each operation a ufunc's dispatch)."""
+    allowed = _python_alike(tree)
+    return {n: ns[n].item() for n in sorted(_read_names(tree))
+            if isinstance(ns.get(n), np.generic) and ns[n].dtype in allowed}
+
+
+def _read_names(tree: ast.AST) -> set[str]:
+    """The names a line reads (an augmented assignment's target too)."""
     read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
             and isinstance(n.ctx, ast.Load)}
-    read |= {n.target.id for n in ast.walk(tree)
-             if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
-    return {n: ns[n].item() for n in sorted(read) if isinstance(ns.get(n), np.generic)
-            and ns[n].dtype.kind in "biufc"}
+    return read | {n.target.id for n in ast.walk(tree)
+                   if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
+
+
+def _python_alike(tree: ast.AST) -> set[np.dtype]:
+    """The dtypes whose values Python's numbers compute with alike in this line: 64-bit
+    floats, integers and complex numbers (narrower ones wrap or round where Python's do not),
+    and booleans unless the line inverts one (``~`` of Python's True is -2)."""
+    alike = {np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.complex128)}
+    if not any(isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Invert)
+               for n in ast.walk(tree)):
+        alike.add(np.dtype(bool))
+    return alike
 
 
 @contextlib.contextmanager
@@ -655,7 +669,9 @@ def _bound(ns: dict, values: dict):
 
 def _same_value(a, b) -> bool:
     """The same values, shape and dtype (a Python int times an int8 array stays int8, an
-    np.int64 makes it int64: not the same result)."""
+    np.int64 makes it int64: not the same result), and not a list for an array."""
+    if isinstance(a, np.ndarray) != isinstance(b, np.ndarray):
+        return False
     try:
         x, y = np.asarray(a), np.asarray(b)
         return x.shape == y.shape and x.dtype == y.dtype and x.dtype.kind in "biufc" \
@@ -676,18 +692,20 @@ def _valued(st: _statements.Statement) -> _statements.Statement | None:
     return None
 
 
-def python_lists(ns: dict, tree: ast.AST) -> dict[str, list]:
-    """The arrays of numbers the line reads only one element at a time (every use of the name
-    ``a[i]`` or ``a[i, j]``, an index per axis, no slice), at most :data:`LIST_MAX` elements,
-    as nested lists of the same values: indexing a list costs a fraction of an array's, whose
-    every element read makes a NumPy scalar."""
+def python_lists(ns: dict, tree: ast.AST) -> dict[str, int]:
+    """The arrays the line reads only one element at a time (every use of the name ``a[i]``
+    or ``a[i, j]``: an index per axis, each an integer or names bound to integers), of the
+    dtypes Python computes alike (:func:`_python_alike`), at most :data:`LIST_MAX` elements:
+    name -> its number of axes. As nested lists (``tolist()``) they are indexed at a
+    fraction of an array's cost, whose every element read makes a NumPy scalar."""
     parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    allowed = _python_alike(tree)
     found: dict[str, bool] = {}
     for node in ast.walk(tree):
         if not isinstance(node, ast.Name):
             continue
         a = ns.get(node.id)
-        if not (type(a) is np.ndarray and a.ndim and a.dtype.kind in "biuf"
+        if not (type(a) is np.ndarray and a.ndim and a.dtype in allowed
                 and 0 < a.size <= LIST_MAX):
             continue
         parent = parents.get(id(node))
@@ -696,10 +714,24 @@ def python_lists(ns: dict, tree: ast.AST) -> dict[str, list]:
         keys = index.elts if isinstance(index, ast.Tuple) else [index]
         element = (isinstance(node.ctx, ast.Load) and index is not None
                    and isinstance(parent.ctx, ast.Load) and len(keys) == a.ndim
-                   and not any(isinstance(n, (ast.Slice, ast.Starred, ast.Call))
-                               for k in keys for n in ast.walk(k)))
+                   and all(_integer_index(k, ns) for k in keys))
         found[node.id] = found.get(node.id, True) and element
-    return {name: ns[name].tolist() for name, element in sorted(found.items()) if element}
+    return {name: ns[name].ndim for name, element in sorted(found.items()) if element}
+
+
+def _integer_index(key: ast.expr, ns: dict) -> bool:
+    """An index of one element: arithmetic of integer literals and names bound to integers
+    (not an index array, a mask, a slice, None or ...)."""
+    for n in ast.walk(key):
+        if isinstance(n, ast.Name):
+            if not isinstance(ns.get(n.id), (int, np.integer)) or isinstance(ns[n.id], bool):
+                return False
+        elif isinstance(n, ast.Constant):
+            if type(n.value) is not int:
+                return False
+        elif not isinstance(n, (ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop, ast.Load)):
+            return False
+    return True
 
 
 #: the largest array read one element at a time that is tried as a list (its tolist() once
@@ -735,35 +767,41 @@ def _listed(st: _statements.Statement, lists: dict) -> _statements.Statement | N
         return None
 
 
-def _scalars_cause(fn, listed_fn, value, listed_value, ns: dict, numbers_of: dict,
-                   restore: Callable[[], None], mutates: bool, stat: LineStat, line_s: float,
-                   causes: list[Cause], ruled: list[dict], ledger: _Ledger) -> None:
+def _scalars_cause(st: _statements.Statement, fn, ns: dict, scalars: dict,
+                   lists: dict[str, int], restore: Callable[[], None], mutates: bool,
+                   stat: LineStat, line_s: float, causes: list[Cause], ruled: list[dict],
+                   ledger: _Ledger) -> None:
     """The ``numpy-scalars`` cause: the line as written (``fn``) against the same with its
-    NumPy scalars as Python numbers and the arrays it reads element by element as lists
-    (``numbers_of``, bound in ``ns``; ``listed_fn``, the line indexing them as lists), where
-    the value it computes (``value()``, ``listed_value()``) is the same; what that saves a
-    run, less making the lists once."""
-    lists = sorted(k for k, v in numbers_of.items() if isinstance(v, list))
+    NumPy scalars as Python numbers and the arrays it reads element by element (``lists``) as
+    nested lists, the line indexing them one axis at a time, where the value it computes is
+    the same (else with the scalars alone); what that saves a run, less making the lists
+    once."""
+    value = _valued(st).function(ns)
     with np.errstate(all="ignore"):
+        restore()
         try:
-            restore()
             written = value()
-            restore()
-            with _bound(ns, numbers_of):
-                as_python = listed_value()
-        except Exception:  # the line needs them as NumPy's (a method of np.float64)
+        except Exception:
             return
-        if not _same_value(written, as_python):  # an int64 that wraps, a dtype that matters
+        for names in (lists, {}):
+            tried = _python_variant(st, ns, scalars, names, restore, written)
+            if tried is not None:
+                break
+        else:
             return
-        made = time.perf_counter()
-        for name in lists:
-            ns[name].tolist()
-        made = time.perf_counter() - made
-        times = timed_under(fn, [contextlib.nullcontext, lambda: _bound(ns, numbers_of)],
-                            restore=restore, mutates=mutates, variant_fns=[None, listed_fn])
-    scalars = sorted(k for k in numbers_of if k not in lists)
-    numbers = {"names": scalars, "types": sorted({type(ns[n]).__name__ for n in scalars}),
-               "lists": lists, "lists_s": made,
+        numbers_of, variant_fn, made = tried
+        try:
+            times = timed_under(fn, [contextlib.nullcontext, lambda: _bound(ns, numbers_of)],
+                                restore=restore, mutates=mutates,
+                                variant_fns=[None, variant_fn])
+        except Exception:  # the line's other measurements stand
+            return
+    listed = sorted(k for k, v in numbers_of.items() if isinstance(v, list))
+    names = sorted(k for k in numbers_of if k not in listed)
+    numbers = {"names": names, "types": sorted({type(ns[n]).__name__ for n in names}),
+               "lists": listed, "lists_s": made,
+               "list_axes": {n: lists[n] for n in listed},
+               "written": sorted(set(listed) & _written_names(st)),
                "as_written_s": float(np.median(times[0])),
                "python_s": float(np.median(times[1])), "hits": stat.hits}
     saved = numbers["as_written_s"] - numbers["python_s"]
@@ -775,6 +813,50 @@ def _scalars_cause(fn, listed_fn, value, listed_value, ns: dict, numbers_of: dic
             causes.append(Cause("numpy-scalars", taken, numbers))
             return
     ruled.append({"kind": "numpy-scalars", **numbers})
+
+
+def _python_variant(st: _statements.Statement, ns: dict, scalars: dict, lists: dict,
+                    restore: Callable[[], None], written) -> tuple | None:
+    """``(bindings, the line's function under them, seconds making the lists)`` for the
+    line with ``scalars`` as Python numbers and ``lists`` as nested lists, where its value is
+    ``written``'s; None where it is not (or there is nothing to bind)."""
+    if not scalars and not lists:
+        return None
+    listed = _listed(st, lists) if lists else st
+    valued = _valued(listed) if listed is not None else None
+    if valued is None:
+        return None
+    made = time.perf_counter()
+    bindings = {**scalars, **{name: ns[name].tolist() for name in lists}}
+    made = time.perf_counter() - made
+    with _bound(ns, bindings):
+        # made under the bindings: a name the line also assigns is read when it is made
+        variant_fn, value = listed.function(ns), valued.function(ns)
+        restore()
+        try:
+            as_python = value()
+        except Exception:  # the line needs them as NumPy's (a method of np.float64)
+            return None
+    return (bindings, variant_fn, made) if _same_value(written, as_python) else None
+
+
+def _written_names(st: _statements.Statement) -> set[str]:
+    """Names whose elements the code around the line (its function, or its module) assigns:
+    a list standing for such an array must be kept in step, not made once."""
+    source = "".join(linecache.getlines(st.filename))
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set(_read_names(st.tree))  # unknown: every name it reads may be written
+    scope: ast.AST = tree
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and node.lineno <= st.first_line <= (node.end_lineno or node.lineno) \
+                and node.lineno >= getattr(scope, "lineno", 0):
+            scope = node
+    return {n.value.id for n in ast.walk(scope)
+            if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Name)}
 
 
 def _work_share(per_hit: float, replays: list[float], hits: int) -> float:

@@ -194,9 +194,16 @@ def cause_suggestion(cause: dict, line: dict) -> str:
                           "operation dispatches like a ufunc")
         if cause.get("lists"):
             a = cause["lists"][0]
-            advice.append(f"read {', '.join(cause['lists'])} from lists ({a}_list = "
-                          f"{a}.tolist() once, before the loop, then {a}_list[i][j]): each "
-                          "element read from an array is made a NumPy scalar")
+            axes = cause.get("list_axes", {}).get(a, 1)
+            index = "".join(f"[{k}]" for k in "ijklmn"[:axes])
+            said = (f"read {', '.join(cause['lists'])} from lists ({a}_list = {a}.tolist() "
+                    f"before the loop, then {a}_list{index}): each element read from an array "
+                    "is made a NumPy scalar")
+            kept = cause.get("written") or []
+            if kept:
+                said += (f"; {', '.join(kept)} {'is' if len(kept) == 1 else 'are'} written "
+                         "in the loop too: write the list there as well, or it goes stale")
+            advice.append(said)
         return "; ".join(advice)
     if kind == "blas-threads":
         return ("limit BLAS to one thread around this product (threadpoolctl."
