@@ -20,6 +20,15 @@ def _program(tmp_path, source: str, name: str = "prog.py") -> str:
     return str(path)
 
 
+def _line_rewrite(tmp_path, roof, source: str, line: int) -> dict:
+    """The rewrite ``run_program`` proposes for line ``line`` of the program ``source``
+    (asserted to be there)."""
+    report = run_program(_program(tmp_path, source), roof=roof, budget_s=20)
+    row = next(r for r in report.to_dict()["lines"] if r["source"].endswith(f"prog.py:{line}"))
+    assert row["rewrite"] is not None, row
+    return row["rewrite"]
+
+
 def _lines_of_a_fresh_run(path: str) -> list[dict]:
     """``run_program``'s lines (as in its JSON) from a new process, as ``chokepoint run`` runs:
     fresh memory costs what it costs in a program, not what it costs in a test process that
@@ -572,52 +581,43 @@ def test_a_broadcast_product_summed_along_an_axis_gets_einsum(tmp_path, roof):
 def test_an_interpolation_of_12_bit_pixels_gets_a_lookup_table(tmp_path, roof):
     # a binary search per pixel of 262,144, for 4096 values: one per value, then indexed
     # (52x on an AMD EPYC)
-    path = _program(tmp_path, """\
+    rewrite = _line_rewrite(tmp_path, roof, """\
         import numpy as np
         q = np.random.default_rng(0).integers(0, 4096, (512, 512)).astype(np.uint16)
         levels = np.arange(0, 4096, 3)
         cdf = np.sqrt(levels)
         for _ in range(3):
             eq = np.interp(q, levels, cdf)
-        """)
-    report = run_program(path, roof=roof, budget_s=20)
-    line = next(r for r in report.to_dict()["lines"] if r["source"].endswith("prog.py:6"))
-    assert line["rewrite"] is not None, line
-    assert line["rewrite"]["code"] == (
+        """, 6)
+    assert rewrite["code"] == (
         "eq = np.interp(np.arange(int(q.max()) + 1, dtype=q.dtype), levels, cdf)[q]")
-    assert line["rewrite"]["values"] == "same values" and line["rewrite"]["speedup"] > 3
+    assert rewrite["values"] == "same values" and rewrite["speedup"] > 3
 
 
 def test_an_integer_matrix_product_is_computed_in_float64(tmp_path, roof):
     # NumPy multiplies integer matrices in its own loop, without BLAS (46x on an AMD EPYC)
-    path = _program(tmp_path, """\
+    rewrite = _line_rewrite(tmp_path, roof, """\
         import numpy as np
         bought = (np.random.default_rng(0).random((2000, 300)) < 0.1).astype(np.int64)
         for _ in range(2):
             co = bought.T @ bought
-        """)
-    report = run_program(path, roof=roof, budget_s=20)
-    line = next(r for r in report.to_dict()["lines"] if r["source"].endswith("prog.py:4"))
-    assert line["rewrite"] is not None, line
-    assert line["rewrite"]["code"] == (
+        """, 4)
+    assert rewrite["code"] == (
         "co = (bought.T.astype(np.float64) @ bought.astype(np.float64)).astype(np.int64)")
-    assert line["rewrite"]["values"] == "same values" and line["rewrite"]["speedup"] > 3
+    assert rewrite["values"] == "same values" and rewrite["speedup"] > 3
 
 
 def test_a_cube_is_multiplied_out(tmp_path, roof):
     # x ** 3 calls the C library's pow per element; x * x * x is two products (6x on an AMD
     # EPYC)
-    path = _program(tmp_path, """\
+    rewrite = _line_rewrite(tmp_path, roof, """\
         import numpy as np
         f = np.random.default_rng(0).standard_normal(1_000_000)
         for _ in range(3):
             g = 0.5 * (f + 0.044715 * f ** 3)
-        """)
-    report = run_program(path, roof=roof, budget_s=20)
-    line = next(r for r in report.to_dict()["lines"] if r["source"].endswith("prog.py:4"))
-    assert line["rewrite"] is not None, line
-    assert line["rewrite"]["code"] == "g = 0.5 * (f + 0.044715 * (f * f * f))"
-    assert line["rewrite"]["speedup"] > 2
+        """, 4)
+    assert rewrite["code"] == "g = 0.5 * (f + 0.044715 * (f * f * f))"
+    assert rewrite["speedup"] > 2
 
 
 def test_arithmetic_on_numpy_scalars_is_found(tmp_path, roof):
@@ -644,19 +644,16 @@ def test_arithmetic_on_numpy_scalars_is_found(tmp_path, roof):
 def test_an_operation_on_two_gathers_is_computed_before_one_gather(tmp_path, roof):
     # PageRank over an edge list: 1e6 edges of 1e5 nodes, each gathered twice and divided,
     # where the division of the nodes' arrays gathered once has the same values (2x here)
-    path = _program(tmp_path, """\
+    rewrite = _line_rewrite(tmp_path, roof, """\
         import numpy as np
         rng = np.random.default_rng(0)
         src = rng.integers(0, 100_000, 1_000_000)
         r, outdeg = rng.random(100_000), rng.random(100_000) + 1
         for _ in range(5):
             contrib = r[src] / outdeg[src]
-        """)
-    report = run_program(path, roof=roof, budget_s=20)
-    line = next(r for r in report.to_dict()["lines"] if r["source"].endswith("prog.py:6"))
-    assert line["rewrite"] is not None, line
-    assert line["rewrite"]["code"] == "contrib = (r / outdeg)[src]"
-    assert line["rewrite"]["values"] == "same values" and line["rewrite"]["speedup"] > 1.3
+        """, 6)
+    assert rewrite["code"] == "contrib = (r / outdeg)[src]"
+    assert rewrite["values"] == "same values" and rewrite["speedup"] > 1.3
 
 
 def test_arrays_read_one_element_at_a_time_are_tried_as_lists(tmp_path, roof):
