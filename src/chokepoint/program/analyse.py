@@ -845,8 +845,10 @@ def _written_names(st: _statements.Statement) -> set[str]:
     a list standing for such an array must be kept in step, not made once."""
     source = "".join(linecache.getlines(st.filename))
     try:
-        tree = ast.parse(source)
+        tree = ast.parse(source) if source else None
     except (SyntaxError, ValueError):
+        tree = None
+    if tree is None:
         return set(_read_names(st.tree))  # unknown: every name it reads may be written
     scope: ast.AST = tree
     for node in ast.walk(tree):
