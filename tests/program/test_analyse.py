@@ -12,6 +12,7 @@ from chokepoint.program.analyse import (
     _rewrite,
     _same_value,
     _work_share,
+    _written_names,
     python_lists,
     python_numbers,
 )
@@ -122,3 +123,13 @@ def test_a_line_indexes_its_lists_one_axis_at_a_time():
     st = Statement.parse("ok = grid[a, b] and not seen[a, b] and other[a, b]")
     assert _listed(st, {"grid": [], "seen": []}).source == (
         "ok = grid[a][b] and (not seen[a][b]) and other[a, b]")
+
+
+def test_the_arrays_a_lines_function_writes_are_found(tmp_path):
+    path = tmp_path / "bfs.py"
+    path.write_text("def other(q):\n    q[0] = 1\n\ndef bfs(grid, seen, a, b):\n"
+                    "    if grid[a, b] and not seen[a, b]:\n        seen[a, b] = True\n")
+    st = Statement.parse("grid[a, b] and not seen[a, b]", filename=str(path), first_line=5)
+    assert _written_names(st) == {"seen"}  # not other()'s q
+    unknown = Statement.parse("grid[a, b]", filename="<nowhere>", first_line=1)
+    assert _written_names(unknown) == {"grid", "a", "b"}
