@@ -303,7 +303,11 @@ def _gathered_operands(node: ast.expr) -> tuple[ast.expr, ast.expr, ast.expr] | 
     return left.value, right.value, left.slice
 
 
-_ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
+#: the arithmetic operators of the syntax, and what each computes
+_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+              ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+              ast.Pow: operator.pow}
+_ARITHMETIC = tuple(_OPERATORS)
 
 
 def _patterns(tree: ast.AST) -> list[_Pattern]:
@@ -829,7 +833,7 @@ def _check_gathered(capture_: LineCapture, p: _Pattern, min_time: float) -> dict
     # warns there (a node without edges: outdeg 0), the rewrite would, and the line does not
     try:
         with np.errstate(all="raise"):
-            _operate(node.op, a, b)
+            _OPERATORS[type(node.op)](a, b)
     except (ArithmeticError, ValueError, TypeError):
         return None
     code = ast.unparse(ast.Subscript(value=whole, slice=node.left.slice, ctx=ast.Load()))
@@ -839,13 +843,6 @@ def _check_gathered(capture_: LineCapture, p: _Pattern, min_time: float) -> dict
                          f"{a.size:,} elements computed where the gathers make "
                          f"{i.size * (a.size // a.shape[0]):,}")
     return found
-
-
-def _operate(op: ast.operator, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a <op> b`` for an arithmetic operator of the syntax."""
-    return {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-            ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-            ast.Pow: operator.pow}[type(op)](a, b)
 
 
 def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
