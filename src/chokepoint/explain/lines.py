@@ -541,6 +541,17 @@ def _target(line: ast.Module, p: _Pattern) -> ast.expr | None:
     return target if target is not None and _hoistable(line, target) else None
 
 
+def _line_target(capture_: LineCapture, p: _Pattern) -> tuple[ast.Module, ast.expr] | None:
+    """The captured line parsed, and the pattern's node in it (:func:`_target`); None where
+    the line does not parse alone or the node does not run once each time the line does."""
+    try:
+        line = ast.parse(capture_.code)
+    except SyntaxError:
+        return None
+    target = _target(line, p)
+    return None if target is None else (line, target)
+
+
 def _check_top(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
     """``np.argsort(a)[..., :k]`` against a partition and a sort of the ``k`` found: the same
     values of ``a`` at the indices, in the same order (which of equal values, may differ).
@@ -694,12 +705,11 @@ def _check_table(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | 
     same values, shape and dtype."""
     name = p.operands["q"].id
     q = capture_.env.get(name)
-    try:
-        line = ast.parse(capture_.code)
-    except SyntaxError:
+    parsed = _line_target(capture_, p)
+    if parsed is None:
         return None
-    target = _target(line, p)
-    if target is None or type(q) is not np.ndarray or q.dtype.kind not in "iu" or q.size == 0 \
+    line, target = parsed
+    if type(q) is not np.ndarray or q.dtype.kind not in "iu" or q.size == 0 \
             or q.min() < 0 or (int(q.max()) + 1) * TABLE_ELEMENTS_PER_VALUE > q.size:
         return None
     call = ast.parse(p.original, mode="eval").body
@@ -745,13 +755,12 @@ def _operand_values(capture_: LineCapture, nodes) -> list | None:
 def _check_power(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
     """``x ** 3`` (or 4) of a float array against ``x * x * x``: within :data:`CLOSE_ULP`
     of the power (each product rounds once)."""
-    try:
-        line = ast.parse(capture_.code)
-    except SyntaxError:
+    parsed = _line_target(capture_, p)
+    if parsed is None:
         return None
-    target = _target(line, p)
+    line, target = parsed
     values = _operand_values(capture_, [p.operands["x"]]) if _plain(p.operands["x"]) else None
-    if target is None or values is None or type(values[0]) is not np.ndarray \
+    if values is None or type(values[0]) is not np.ndarray \
             or values[0].dtype.kind != "f" or values[0].size < 2:
         return None
     first, codes = _hoisted(capture_, line, p.operands)
@@ -780,14 +789,13 @@ def _check_matmul(capture_: LineCapture, p: _Pattern, min_time: float) -> dict |
     """A matrix product of integer arrays (NumPy's own loop, no BLAS) against the product of
     their float64 copies cast back: the same values wherever every sum of products is below
     2**53 in magnitude (bounded here from the operands' largest values)."""
-    try:
-        line = ast.parse(capture_.code)
-    except SyntaxError:
+    parsed = _line_target(capture_, p)
+    if parsed is None:
         return None
-    target = _target(line, p)
+    line, target = parsed
     plain = _plain(p.operands["a"]) and _plain(p.operands["b"])
     values = _operand_values(capture_, [p.operands["a"], p.operands["b"]]) if plain else None
-    if target is None or values is None:
+    if values is None:
         return None
     a, b = values
     if not all(type(v) is np.ndarray and v.dtype.kind in "iu" and 1 <= v.ndim <= 2
@@ -815,13 +823,12 @@ def _check_matmul(capture_: LineCapture, p: _Pattern, min_time: float) -> dict |
 def _check_gathered(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
     """``a[i] <op> b[i]`` of two arrays of one shape and an integer index array, against
     ``(a <op> b)[i]``: the same values, shape and dtype."""
-    try:
-        line = ast.parse(capture_.code)
-    except SyntaxError:
+    parsed = _line_target(capture_, p)
+    if parsed is None:
         return None
-    target = _target(line, p)
+    line, target = parsed
     values = _operand_values(capture_, [p.operands[k] for k in ("a", "b", "i")])
-    if target is None or values is None:
+    if values is None:
         return None
     a, b, i = values
     if not (type(a) is np.ndarray and type(b) is np.ndarray and type(i) is np.ndarray
@@ -862,15 +869,11 @@ def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
         return _check_contraction(capture_, p, min_time)
     if p.table is not None:
         return _check_table(capture_, p, min_time)
-    values = {}
-    for name, node in p.operands.items():
-        try:
-            value = eval(_compiled(node), capture_.env)
-        except Exception:  # the user's code cannot be re-run here: skip it
-            return None
-        if not isinstance(value, np.ndarray) or value.dtype.kind != "f":
-            return None
-        values[name] = value
+    found_values = _operand_values(capture_, p.operands.values())
+    if found_values is None or not all(isinstance(v, np.ndarray) and v.dtype.kind == "f"
+                                       for v in found_values):
+        return None
+    values = dict(zip(p.operands, found_values, strict=True))
     code = compile(p.template, "<pattern>", "eval")
     namespace = {"np": np}
     try:
