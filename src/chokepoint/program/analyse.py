@@ -485,8 +485,9 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     # and arrays it reads one element at a time (grid[a, b] in a search), as nested lists
     scalars = python_numbers(ns, st.tree)
     lists = python_lists(ns, st.tree)
-    if (scalars or lists) and _valued(st) is not None and time.perf_counter() < run_deadline:
-        _scalars_cause(st, fn, ns, scalars, lists, restore,
+    valued = _valued(st) if scalars or lists else None
+    if valued is not None and time.perf_counter() < run_deadline:
+        _scalars_cause(st, valued, fn, ns, scalars, lists, restore,
                        replay.mutates and not repeats_same, stat, line_s, causes, ruled,
                        ledger)
 
@@ -767,16 +768,17 @@ def _listed(st: _statements.Statement, lists: dict) -> _statements.Statement | N
         return None
 
 
-def _scalars_cause(st: _statements.Statement, fn, ns: dict, scalars: dict,
-                   lists: dict[str, int], restore: Callable[[], None], mutates: bool,
-                   stat: LineStat, line_s: float, causes: list[Cause], ruled: list[dict],
-                   ledger: _Ledger) -> None:
-    """The ``numpy-scalars`` cause: the line as written (``fn``) against the same with its
+def _scalars_cause(st: _statements.Statement, valued: _statements.Statement, fn, ns: dict,
+                   scalars: dict, lists: dict[str, int], restore: Callable[[], None],
+                   mutates: bool, stat: LineStat, line_s: float, causes: list[Cause],
+                   ruled: list[dict], ledger: _Ledger) -> None:
+    """The ``numpy-scalars`` cause: the line as written (``fn``; ``valued``, the expression
+    whose value it computes, :func:`_valued`) against the same with its
     NumPy scalars as Python numbers and the arrays it reads element by element (``lists``) as
     nested lists, the line indexing them one axis at a time, where the value it computes is
     the same (else with the scalars alone); what that saves a run, less making the lists
     once."""
-    value = _valued(st).function(ns)
+    value = valued.function(ns)
     with np.errstate(all="ignore"):
         restore()
         try:
@@ -801,7 +803,7 @@ def _scalars_cause(st: _statements.Statement, fn, ns: dict, scalars: dict,
     numbers = {"names": names, "types": sorted({type(ns[n]).__name__ for n in names}),
                "lists": listed, "lists_s": made,
                "list_axes": {n: lists[n] for n in listed},
-               "written": sorted(set(listed) & _written_names(st)),
+               "written": sorted(set(listed) & _written_names(st)) if listed else [],
                "as_written_s": float(np.median(times[0])),
                "python_s": float(np.median(times[1])), "hits": stat.hits}
     saved = numbers["as_written_s"] - numbers["python_s"]
