@@ -44,8 +44,9 @@ CLOSE = 0.15
 #: each line's own operation probes and rewrites start within this share of the budget
 LINE_BUDGET = 0.25
 #: a line whose hook's calls into library functions are at least this share of its recorded
-#: time is timed by its replay (LineStat.recorded_ns)
-HOOK_UNCERTAIN = 0.5
+#: time is timed by its replay (LineStat.recorded_ns); the price itself read 0.6-1.7x its usual
+#: value in a fresh process on a busy VM, so a third is enough to doubt the line
+HOOK_UNCERTAIN = 0.3
 #: a line run this many times or more, each run under TRACED_SHORT_NS of its own time, is
 #: timed by its replay too: the traced interpreter runs its every instruction slower
 TRACED_HITS = 1000
