@@ -30,7 +30,6 @@ Semantics are PyTorch CPU's:
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 import time
@@ -584,7 +583,40 @@ _generate_all()
 
 # ------------------------------------------------------------------ kernels with their own logic
 
-@dispatched
+def _over(general):
+    """Mark a public function whose last resort is ``general`` (dispatch to other libraries,
+    validation, any layout) as the generated kernels are: ``__wrapped__`` is ``general``,
+    ``__wrapped_numpy__`` its NumPy function."""
+    def mark(public):
+        public.__wrapped__ = general
+        public.__wrapped_numpy__ = general.__wrapped_numpy__
+        return public
+    return mark
+
+
+def _relu_grad_numpy(x, *, dtype=None, at_zero: int = 0, out=None) -> np.ndarray:
+    """:func:`relu_grad` on NumPy arrays of any layout, validated (its last resort)."""
+    at_zero = _check_at_zero("relu_grad", at_zero)
+    if dtype is None:
+        dtype = out.dtype if isinstance(out, np.ndarray) else np.uint8
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError as exc:
+        raise TypeError(f"relu_grad: dtype {dtype!r} is not a dtype") from exc
+    if dtype not in GRAD_DTYPES:
+        names = ", ".join(str(d) for d in GRAD_DTYPES)
+        raise TypeError(f"relu_grad: dtype {dtype} is not supported; choose one of {names}")
+    op = "relu_grad_at_zero" if at_zero else "relu_grad"
+    return _unary(op, "relu_grad", x, out, out_dtype=dtype)
+
+
+_relu_grad_general = dispatched(_relu_grad_numpy, "relu_grad")
+#: output dtypes the numba engine writes (float16 goes to the NumPy engine)
+_FAST_GRAD_DTYPES = {np.dtype(t): np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.float32,
+                                                         np.float64)}
+
+
+@_over(_relu_grad_general)
 def relu_grad(x, *, dtype=None, at_zero: int = 0, out=None) -> np.ndarray:
     """The derivative of ReLU as a 0/1 array.
 
@@ -613,28 +645,6 @@ def relu_grad(x, *, dtype=None, at_zero: int = 0, out=None) -> np.ndarray:
     >>> chokepoint.relu_grad(np.array([-1.0, 0.0, 2.0]), at_zero=1, dtype=np.float32)
     array([0., 1., 1.], dtype=float32)
     """
-    at_zero = _check_at_zero("relu_grad", at_zero)
-    if dtype is None:
-        dtype = out.dtype if isinstance(out, np.ndarray) else np.uint8
-    try:
-        dtype = np.dtype(dtype)
-    except TypeError as exc:
-        raise TypeError(f"relu_grad: dtype {dtype!r} is not a dtype") from exc
-    if dtype not in GRAD_DTYPES:
-        names = ", ".join(str(d) for d in GRAD_DTYPES)
-        raise TypeError(f"relu_grad: dtype {dtype} is not supported; choose one of {names}")
-    op = "relu_grad_at_zero" if at_zero else "relu_grad"
-    return _unary(op, "relu_grad", x, out, out_dtype=dtype)
-
-
-_relu_grad_general = relu_grad
-#: output dtypes the numba engine writes (float16 goes to the NumPy engine)
-_FAST_GRAD_DTYPES = {np.dtype(t): np.dtype(t) for t in (np.bool_, np.int8, np.uint8, np.float32,
-                                                         np.float64)}
-
-
-@functools.wraps(_relu_grad_general)
-def relu_grad(x, *, dtype=None, at_zero: int = 0, out=None) -> np.ndarray:
     # the C path (native.Lane), the fast path for plain NumPy arrays (see fast()), else
     # dispatch and the general path
     if dtype is None and type(at_zero) is int and (at_zero == 0 or at_zero == 1):
@@ -701,7 +711,20 @@ def _entry_for(op: str, dtype: np.dtype) -> FastEntry | bool | None:
 _UINT8 = np.dtype(np.uint8)
 
 
-@dispatched
+def _relu_backward_numpy(grad, x_or_mask, *, at_zero: int | None = None, out=None) -> np.ndarray:
+    """:func:`relu_backward` on NumPy arrays of any layout, validated (its last resort)."""
+    func = "relu_backward"
+    if isinstance(x_or_mask, PackedMask):
+        return _relu_backward_from_mask(grad, x_or_mask, at_zero, out)
+    at_zero = _check_at_zero(func, 0 if at_zero is None else at_zero)
+    return _binary("relu_backward_at_zero" if at_zero else "relu_backward", func, grad,
+                   x_or_mask, out)
+
+
+_relu_backward_general = dispatched(_relu_backward_numpy, "relu_backward")
+
+
+@_over(_relu_backward_general)
 def relu_backward(grad, x_or_mask, *, at_zero: int | None = None, out=None) -> np.ndarray:
     """``grad * relu'(x)`` in one fused pass, with no temporaries.
 
@@ -723,19 +746,6 @@ def relu_backward(grad, x_or_mask, *, at_zero: int | None = None, out=None) -> n
     numpy.ndarray
         ``grad`` where the derivative is 1, an exact 0 elsewhere (even where ``grad`` is NaN).
     """
-    func = "relu_backward"
-    if isinstance(x_or_mask, PackedMask):
-        return _relu_backward_from_mask(grad, x_or_mask, at_zero, out)
-    at_zero = _check_at_zero(func, 0 if at_zero is None else at_zero)
-    return _binary("relu_backward_at_zero" if at_zero else "relu_backward", func, grad,
-                   x_or_mask, out)
-
-
-_relu_backward_general = relu_backward
-
-
-@functools.wraps(_relu_backward_general)
-def relu_backward(grad, x_or_mask, *, at_zero: int | None = None, out=None) -> np.ndarray:
     # the C path (native.Lane), the fast path for plain NumPy arrays (see fast()), else
     # dispatch and the general path
     plain = at_zero is None or (type(at_zero) is int and (at_zero == 0 or at_zero == 1))
@@ -830,7 +840,25 @@ def _relu_backward_from_mask(grad, mask: PackedMask, at_zero, out) -> np.ndarray
     return result
 
 
-@dispatched
+def _relu_with_mask_numpy(x, *, at_zero: int = 0, out=None) -> tuple[np.ndarray, PackedMask]:
+    """:func:`relu_with_mask` on NumPy arrays of any layout, validated (its last resort)."""
+    func = "relu_with_mask"
+    at_zero = _check_at_zero(func, at_zero)
+    x = _as_array(x, func, "x")
+    _check_dtype(func, "x", x, integers=True)
+    result = _result(func, out, x.shape, x.dtype, [x])
+    bits = np.empty((x.size + 7) // 8, np.uint8)
+    (flat_x,), flat_out, finish = flat_operands([x], result, c_only=True)
+    zero = _params(x.dtype)[0]
+    _engine_for(x.dtype).mask_forward(flat_x, flat_out, bits, zero, at_zero)
+    finish()
+    return result, PackedMask(bits, x.shape, at_zero)
+
+
+_relu_with_mask_general = dispatched(_relu_with_mask_numpy, "relu_with_mask")
+
+
+@_over(_relu_with_mask_general)
 def relu_with_mask(x, *, at_zero: int = 0, out=None) -> tuple[np.ndarray, PackedMask]:
     """``relu(x)`` and a packed 1-bit mask of its derivative, in one pass.
 
@@ -851,24 +879,6 @@ def relu_with_mask(x, *, at_zero: int = 0, out=None) -> tuple[np.ndarray, Packed
     y : numpy.ndarray
     mask : PackedMask
     """
-    func = "relu_with_mask"
-    at_zero = _check_at_zero(func, at_zero)
-    x = _as_array(x, func, "x")
-    _check_dtype(func, "x", x, integers=True)
-    result = _result(func, out, x.shape, x.dtype, [x])
-    bits = np.empty((x.size + 7) // 8, np.uint8)
-    (flat_x,), flat_out, finish = flat_operands([x], result, c_only=True)
-    zero = _params(x.dtype)[0]
-    _engine_for(x.dtype).mask_forward(flat_x, flat_out, bits, zero, at_zero)
-    finish()
-    return result, PackedMask(bits, x.shape, at_zero)
-
-
-_relu_with_mask_general = relu_with_mask
-
-
-@functools.wraps(_relu_with_mask_general)
-def relu_with_mask(x, *, at_zero: int = 0, out=None) -> tuple[np.ndarray, PackedMask]:
     # the C path (native.Lane), the fast path for plain NumPy arrays (as fast()), else
     # dispatch and the general path
     if type(x) is np.ndarray and type(at_zero) is int and at_zero in (0, 1):

@@ -67,9 +67,10 @@ def _handler(library: str) -> ModuleType:
     return importlib.import_module(LIBRARIES[library])
 
 
-def dispatched(func: Callable) -> Callable:
-    """Route a public kernel to the handler of its arrays' library (NumPy runs ``func``)."""
-    name = func.__name__
+def dispatched(func: Callable, name: str | None = None) -> Callable:
+    """Route a public kernel to the handler of its arrays' library (NumPy runs ``func``);
+    ``name``: the kernel's name in the handlers, where it is not ``func``'s."""
+    name = name or func.__name__
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
