@@ -14,6 +14,7 @@ from chokepoint.explain.lines import (
     _patterns,
     _product,
     _same_arrays,
+    _scalar_power,
     _small_power,
     _summed,
     _tabulated,
@@ -306,6 +307,45 @@ def test_an_integer_product_gets_its_float64_form(monkeypatch):
     assert found["statement"] == (
         "co = (bought.T.astype(np.float64) @ bought.astype(np.float64)).astype(np.int64)")
     assert found["values"] == "same values" and found["speedup"] == pytest.approx(10)
+
+
+@pytest.mark.parametrize("code, base, x", [
+    ("10.0 ** (g / 20.0)", 10.0, "g / 20.0"), ("np.power(2, t)", 2.0, "t"),
+    ("0.5 ** k", 0.5, "k"),
+])
+def test_a_number_to_an_arrays_powers_is_found(code, base, x):
+    found = _scalar_power(_node(code))
+    assert found is not None and found[0] == base and ast.unparse(found[1]) == x
+
+
+@pytest.mark.parametrize("code", ["1 ** x", "(-2.0) ** x", "0 ** x", "c ** x", "x ** 3",
+                                  "np.power(10.0, x, out=y)"])
+def test_other_bases_are_not(code):
+    # 1 and 0 are constants, a negative base has no logarithm, a named base is not a number
+    assert _scalar_power(_node(code)) is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_number_to_an_arrays_powers_gets_its_exp_form(monkeypatch, dtype):
+    # the accepting path, its timing made up: exp of a product, within a few ulp, in the
+    # array's own dtype (log 10 written as a Python float keeps float32 float32)
+    _fake_timing(monkeypatch)
+    env = {"np": np, "g": np.linspace(-40, 0, 1000).astype(dtype)}
+    code = "y = s * 10.0 ** (g / 20.0)"
+    patterns = [p for p in _patterns(ast.parse(code)) if p.base]
+    found = _check(LineCapture("f.py", 1, code, patterns, env), patterns[0], 0.001)
+    assert found["statement"] == "y = s * np.exp(g / 20.0 * 2.302585092994046)"
+    assert found["values"].startswith(("values within", "same values"))
+    assert eval(found["statement"][4:].replace("s * ", ""), env).dtype == dtype
+
+
+def test_a_power_whose_exp_form_is_not_close_is_left_alone(monkeypatch):
+    # 10 ** 300: the product's rounding is 690 times the exponent's: far past a few ulp
+    _fake_timing(monkeypatch)
+    env = {"np": np, "e": np.linspace(250.0, 300.0, 1001)}
+    code = "y = 10.0 ** e"
+    patterns = [p for p in _patterns(ast.parse(code)) if p.base]
+    assert _check(LineCapture("f.py", 1, code, patterns, env), patterns[0], 0.001) is None
 
 
 @pytest.mark.parametrize("code, a, b, i", [

@@ -16,7 +16,7 @@ from chokepoint.program.analyse import (
     python_lists,
     python_numbers,
 )
-from chokepoint.program.summary import uncertain
+from chokepoint.program.summary import recoverable, uncertain
 
 
 def _found(speedup: float) -> dict:
@@ -72,6 +72,18 @@ def test_the_rewrite_saving_most_is_chosen_not_the_fastest_part():
 ])
 def test_which_recorded_times_their_replay_decides(recorded, taken, library, hits, why):
     assert uncertain(recorded, taken, library, hits) == why
+
+
+@pytest.mark.parametrize(("time_s", "floor_s", "unseen", "measured_s", "expected"), [
+    (0.080, 0.002, 0.0, 0.0, 0.078),  # all seen: time less floor
+    (0.080, 0.002, 0.97, 0.0016, 0.0016),  # a generator's 78 ms: only what was measured
+    (0.080, 0.002, 0.97, 0.060, 0.060),  # its fresh memory measured: that much
+    (0.080, 0.002, 0.5, 0.0, 0.038),  # half unseen
+    (0.080, 0.002, 0.0, 0.200, 0.078),  # never past time less floor
+])
+def test_time_in_work_the_tracer_did_not_see_is_not_recoverable(time_s, floor_s, unseen,
+                                                                measured_s, expected):
+    assert recoverable(time_s, floor_s, unseen, measured_s) == pytest.approx(expected)
 
 
 def test_the_numpy_scalars_a_line_reads_are_found_as_python_numbers():

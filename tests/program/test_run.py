@@ -733,3 +733,22 @@ def test_a_line_of_library_calls_whose_recording_cost_most_of_it_is_timed_by_its
     assert line["analysed"], (line["why_not"], line["time_s"], report.lines[:3])
     assert 0 < line["time_s"] <= line["recorded_s"], line
     assert any("timed by its replay" in note for note in line["notes"]), line["notes"]
+
+
+def test_a_random_generators_time_in_a_line_is_not_recoverable(tmp_path, roof):
+    # the tracer sees the addition (2 ms a run), not the generator's method that makes its
+    # operand (most of the line): that time has no known floor and is not called recoverable
+    path = _program(tmp_path, """\
+        import numpy as np
+        rng = np.random.default_rng(0)
+        a = np.zeros(2_000_000)
+        for _ in range(4):
+            a += rng.standard_normal(2_000_000) * 0.05
+        """)
+    report = run_program(path, roof=roof, budget_s=20)
+    line = next(r for r in report.lines if r["source"].endswith(":5"))
+    assert line["analysed"] and line["unseen_s"] >= 0.5 * line["time_s"], line
+    measured = sum(c["seconds"] for c in line["causes"])
+    possible = line["time_s"] - line["floor_s"]
+    assert line["recoverable_s"] == pytest.approx(
+        max(possible - line["unseen_s"], min(measured, possible))), line

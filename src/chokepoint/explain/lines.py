@@ -24,13 +24,17 @@ of a float array call the C library's ``pow`` per element: ``x * x * x`` is with
 A matrix product of integer arrays runs in NumPy's own loop, without BLAS: the product of
 their float64 copies, cast back, is exact while every sum stays below 2**53. An arithmetic
 operator on two arrays gathered by the same index array, ``r[src] / outdeg[src]``, is
-``(r / outdeg)[src]``: one gather, and the operation on the arrays' own length.
+``(r / outdeg)[src]``: one gather, and the operation on the arrays' own length. A number to
+an array's powers, ``10.0 ** (db / 20)``, calls ``pow`` per element: ``np.exp((db / 20) *
+2.302585092994046)`` is within a few ulp where the exponents are moderate (checked on the
+user's values).
 """
 
 from __future__ import annotations
 
 import ast
 import linecache
+import math
 import operator
 import string
 import time
@@ -63,6 +67,7 @@ class _Pattern:
     power: int = 0  # ``x ** 3`` (operand ``x``): multiplied out
     matmul: bool = False  # ``A @ B`` of integers (operands ``a``, ``b``): in float64
     gathered: bool = False  # ``a[i] / b[i]`` (operands ``a``, ``b``, ``i``): ``(a / b)[i]``
+    base: float = 0.0  # ``10.0 ** x`` (operand ``x``): ``np.exp(x * log(10.0))``
 
 
 @dataclass
@@ -276,6 +281,23 @@ def _small_power(node: ast.expr) -> tuple[ast.expr, int] | None:
     return None
 
 
+def _scalar_power(node: ast.expr) -> tuple[float, ast.expr] | None:
+    """``(c, x)`` of ``c ** x`` or ``np.power(c, x)`` with ``c`` a positive number written
+    in the line (not 1): NumPy calls the C library's ``pow`` per element, several times the
+    cost of ``exp`` of a product, which NumPy runs vectorised."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        c, x = node.left, node.right
+    elif isinstance(node, ast.Call) and _is_np(node.func, "power") and len(node.args) == 2 \
+            and not node.keywords:
+        c, x = node.args
+    else:
+        return None
+    if isinstance(c, ast.Constant) and type(c.value) in (int, float) and c.value > 0 \
+            and c.value != 1 and math.isfinite(c.value):
+        return float(c.value), x
+    return None
+
+
 def _product(node: ast.expr) -> tuple[ast.expr, ast.expr] | None:
     """``(A, B)`` of ``A @ B``, ``np.matmul(A, B)`` or ``np.dot(A, B)``."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
@@ -375,6 +397,9 @@ def _patterns(tree: ast.AST) -> list[_Pattern]:
             if (q := _tabulated(node)) is not None:  # np.power(q, 3) of small integers
                 found.append(_Pattern("table", {"q": q}, original=ast.unparse(node),
                                       table=node))
+        elif (scaled := _scalar_power(node)) is not None:
+            found.append(_Pattern("exp", {"x": scaled[1]}, original=ast.unparse(node),
+                                  base=scaled[0]))
         elif (product := _product(node)) is not None:
             found.append(_Pattern("matmul", {"a": product[0], "b": product[1]},
                                   original=ast.unparse(node), matmul=True))
@@ -778,6 +803,40 @@ def _check_power(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | 
     return found
 
 
+def _check_exp(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    """``c ** x`` of a float array and a positive number ``c`` against
+    ``np.exp(x * log(c))``, ``log(c)`` written as a Python float (a NumPy scalar would make a
+    float32 ``x`` float64): within :data:`CLOSE_ULP` of the power on the user's values (the
+    product's rounding grows with ``|x log c|``: large exponents fail the check)."""
+    parsed = _line_target(capture_, p)
+    if parsed is None:
+        return None
+    line, target = parsed
+    values = _operand_values(capture_, [p.operands["x"]]) if _plain(p.operands["x"]) else None
+    if values is None or type(values[0]) is not np.ndarray \
+            or values[0].dtype.kind != "f" or values[0].size < 2:
+        return None
+    x = ast.unparse(p.operands["x"])  # evaluated once, as in the power
+    if not isinstance(p.operands["x"], (ast.Name, ast.Attribute, ast.Subscript)):
+        x = f"({x})"
+    code = f"np.exp({x} * {math.log(p.base)!r})"
+
+    def agree(ours, theirs):
+        if not (isinstance(ours, np.ndarray) and isinstance(theirs, np.ndarray)
+                and ours.dtype == theirs.dtype and ours.shape == theirs.shape):
+            return None
+        ulp = max_ulp(ours, theirs)
+        return None if ulp > CLOSE_ULP else (
+            "same values" if ulp == 0 else f"values within {ulp:.2g} ulp")
+
+    found = _measured_rewrite(capture_, p, line, target, "", code, agree, min_time)
+    if found is not None:
+        found["note"] = (f"{math.log(p.base)!r} is log({p.base:g}); NumPy computes a number "
+                         "to an array's powers with the C library's pow per element, and exp "
+                         "vectorised")
+    return found
+
+
 #: a float64 matrix product of integers is exact while every sum of products stays below this
 #: (and within the result's integer type, where NumPy wraps and a cast back does not)
 EXACT_FLOAT64 = 2 ** 53
@@ -859,6 +918,8 @@ def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
         return _check_power(capture_, p, min_time)
     if p.matmul:
         return _check_matmul(capture_, p, min_time)
+    if p.base:
+        return _check_exp(capture_, p, min_time)
     if p.count:
         return _check_count(capture_, p, min_time)
     if p.top is not None:

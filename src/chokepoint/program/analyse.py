@@ -116,6 +116,9 @@ class LineAnalysis:
     rewrite: dict | None
     notes: list[str]
     ops: list[dict]
+    #: per execution: the replay's time beyond its operations, its interpreter's steps and its
+    #: small opaque calls (a random generator filling a large array): work no floor is known for
+    unseen_s: float = 0.0
 
 
 _COSTS: dict[str, float] = {}
@@ -582,6 +585,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
         calls = sum(isinstance(node, ast.Call) for node in ast.walk(st.tree))
         opaque = min(max(0.0, replay_s - ops_s - interpreter), calls * OPAQUE_CALL_S)
     overhead = min(replay_s, per_call + interpreter + opaque)
+    unseen = max(0.0, replay_s - ops_s - interpreter - opaque)
     numbers = {"hits": stat.hits, "calls": len(timed), "small_calls": len(small),
                "call_s": per_call / len(timed) if timed else cost, "per_hit_s": replay_s,
                "work_s": max(0.0, replay_s - overhead),
@@ -624,6 +628,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                         flops=int(floor["flops"] * work), new_bytes=int(new_bytes * work),
                         floor_s=floor_s * work,
                         causes=causes, ruled_out=ruled, rewrite=rewrite_out, notes=notes,
+                        unseen_s=unseen,
                         ops=[{k: r[k] for k in ("name", "time_s", "in_bytes", "out_bytes",
                                                  "flops")} for r in rows])
 

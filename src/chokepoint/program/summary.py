@@ -25,7 +25,8 @@ from .record import LineStat, Recorder
 from .replay import ReplayError, grown_name
 from .strided import release as release_strided
 
-__all__ = ["CLOSE", "LITTLE", "SCHEMA", "ProgramReport", "analyse_program", "uncertain"]
+__all__ = ["CLOSE", "LITTLE", "SCHEMA", "ProgramReport", "analyse_program", "recoverable",
+           "uncertain"]
 
 SCHEMA = 1
 #: the lines replayed are the slowest ones holding this share of the lines' time...
@@ -162,7 +163,7 @@ def _row(stat: LineStat, wall_s: float) -> dict:
     code = st.code.split("\n")[0] if st.code else ""
     return {"source": _source(stat), "code": code, "hits": stat.hits,
             "time_s": time_s, "python_s": None, "bytes": 0, "flops": 0, "new_bytes": 0,
-            "floor_s": 0.0, "recoverable_s": time_s,
+            "floor_s": 0.0, "recoverable_s": time_s, "unseen_s": 0.0,
             "share": time_s / wall_s if wall_s > 0 else 0.0, "cause": None, "rewrite": None,
             "analysed": False, "modelled": True, "why_not": None, "causes": [],
             "ruled_out": [], "notes": [],
@@ -188,7 +189,10 @@ def _apply(row: dict, stat: LineStat, a: LineAnalysis, wall_s: float) -> None:
                replay_s=a.replay_s, causes=[c.to_dict() for c in a.causes],
                ruled_out=a.ruled_out, rewrite=a.rewrite, notes=a.notes, ops=a.ops)
     if a.calls:
-        row["recoverable_s"] = max(0.0, row["time_s"] - row["floor_s"])
+        unseen = a.unseen_s / a.replay_s if a.replay_s > 0 else 0.0
+        row["unseen_s"] = min(1.0, unseen) * row["time_s"]
+        row["recoverable_s"] = recoverable(row["time_s"], row["floor_s"], unseen,
+                                           sum(c.seconds for c in a.causes))
     else:
         # no operation chokepoint can see (a random generator's method, a C extension): no
         # floor is known, and what is recoverable is only what was measured
@@ -198,6 +202,15 @@ def _apply(row: dict, stat: LineStat, a: LineAnalysis, wall_s: float) -> None:
     # a 5% finding is not what a 400 ms line is about
     top = a.causes[0] if a.causes else None
     row["cause"] = top.kind if top and top.seconds >= CAUSE_SHARE * row["time_s"] else None
+
+
+def recoverable(time_s: float, floor_s: float, unseen_share: float, measured_s: float) -> float:
+    """A modelled line's recoverable seconds: its time less its floor, less the share of it
+    spent in work the tracer did not see (``unseen_share`` of its replay: a random generator's
+    method, a compiled library's function), whose floor is unknown, unless measured causes
+    account for more (each at most its time less its floor)."""
+    modelled = time_s - floor_s - unseen_share * time_s
+    return max(0.0, min(time_s - floor_s, max(modelled, measured_s)))
 
 
 def _loop_header(row: dict, stat: LineStat) -> None:
