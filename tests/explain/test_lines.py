@@ -7,6 +7,7 @@ import pytest
 
 from chokepoint.explain.lines import (
     LineCapture,
+    _add_at,
     _check,
     _contraction,
     _einsum_spec,
@@ -414,3 +415,58 @@ def test_an_operation_before_its_gather_is_proposed(monkeypatch):
     for other in ({"src": rng.random(100) < 0.5}, {"outdeg": rng.random(50)}):
         assert _check(LineCapture("f.py", 1, code, patterns, {**env, **other}), patterns[0],
                       0.001) is None
+
+
+@pytest.mark.parametrize("code, found", [
+    ("np.add.at(out, dst, messages)", ["out", "dst", "messages"]),
+    ("np.add.at(deg, e[:, 1], w * 2)", ["deg", "e[:, 1]", "w * 2"]),
+    ("np.add.at(out, idx(), v)", None),  # a call: evaluated again by the check
+    ("np.add.at(self.out, i, v)", None),  # not a name: the rewrite's target must be one
+    ("np.multiply.at(out, i, v)", None),
+    ("np.add.reduceat(v, i)", None),
+])
+def test_a_scatter_add_is_found(code, found):
+    added = _add_at(_node(code))
+    assert (None if added is None else [ast.unparse(n) for n in added]) == found
+
+
+def _scatter(env, code="np.add.at(out, dst, v)"):
+    patterns = [p for p in _patterns(ast.parse(code)) if p.scatter]
+    assert patterns
+    return _check(LineCapture("f.py", 1, code, patterns, {"np": np, **env}), patterns[0], 0.001)
+
+
+@pytest.mark.parametrize("shape", [(50,), (50, 4), (50, 2, 3)])
+def test_a_scatter_add_gets_its_bincount_form_and_leaves_the_array_alone(monkeypatch, shape):
+    _fake_timing(monkeypatch)
+    rng = np.random.default_rng(0)
+    out = rng.standard_normal(shape)
+    dst = rng.integers(0, shape[0], 400)
+    v = rng.standard_normal((400, *shape[1:]))
+    kept = out.copy()
+    found = _scatter({"out": out, "dst": dst, "v": v})
+    assert found is not None and found["statement"].startswith("out += np.bincount(")
+    assert found["values"].startswith(("same values", "values within the rounding"))
+    assert np.array_equal(out, kept)  # the check ran on copies
+    expected = out.copy()
+    np.add.at(expected, dst, v)
+    exec(found["statement"], {"np": np, "out": out, "dst": dst, "v": v})
+    assert np.allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("env", [
+    {"out": np.zeros(10, int), "dst": np.arange(10), "v": np.ones(10, int)},  # integers
+    {"out": np.zeros(10), "dst": np.array([-1, 2]), "v": np.ones(2)},  # a negative index
+    {"out": np.zeros(10), "dst": np.array([3, 12]), "v": np.ones(2)},  # past the end
+    {"out": np.zeros((10, 2)), "dst": np.array([3, 4]), "v": np.ones(2)},  # v broadcast
+    {"out": np.zeros(10), "dst": np.array([[3, 4]]), "v": np.ones((1, 2))},  # 2-D index
+])
+def test_scatter_adds_bincount_cannot_compute_are_left_alone(monkeypatch, env):
+    _fake_timing(monkeypatch)
+    assert _scatter(env) is None
+
+
+def test_a_scatter_add_whose_value_is_used_is_left_alone(monkeypatch):
+    _fake_timing(monkeypatch)
+    env = {"out": np.zeros(10), "dst": np.arange(10), "v": np.ones(10)}
+    assert _scatter(env, "r = np.add.at(out, dst, v)") is None

@@ -27,7 +27,8 @@ operator on two arrays gathered by the same index array, ``r[src] / outdeg[src]`
 ``(r / outdeg)[src]``: one gather, and the operation on the arrays' own length. A number to
 an array's powers, ``10.0 ** (db / 20)``, calls ``pow`` per element: ``np.exp((db / 20) *
 2.302585092994046)`` is within a few ulp where the exponents are moderate (checked on the
-user's values).
+user's values). ``np.add.at(a, i, v)`` adds element by element; ``a += np.bincount(...)`` of
+the same positions sums them in one pass (3.3x on 200,000 rows of 16 here).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class _Pattern:
     matmul: bool = False  # ``A @ B`` of integers (operands ``a``, ``b``): in float64
     gathered: bool = False  # ``a[i] / b[i]`` (operands ``a``, ``b``, ``i``): ``(a / b)[i]``
     base: float = 0.0  # ``10.0 ** x`` (operand ``x``): ``np.exp(x * log(10.0))``
+    scatter: bool = False  # ``np.add.at(a, i, v)`` (operands ``a``, ``i``, ``v``): bincount
 
 
 @dataclass
@@ -298,6 +300,20 @@ def _scalar_power(node: ast.expr) -> tuple[float, ast.expr] | None:
     return None
 
 
+def _add_at(node: ast.expr) -> tuple[ast.Name, ast.expr, ast.expr] | None:
+    """``(a, i, v)`` of ``np.add.at(a, i, v)``, ``a`` a name and ``i``, ``v`` without calls
+    (the check evaluates them again)."""
+    if not (isinstance(node, ast.Call) and _is_np_ufunc_at(node.func, "add")
+            and len(node.args) == 3 and not node.keywords):
+        return None
+    a, i, v = node.args
+    return (a, i, v) if isinstance(a, ast.Name) and _plain(i) and _plain(v) else None
+
+
+def _is_np_ufunc_at(node: ast.expr, ufunc: str) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "at" and _is_np(node.value, ufunc)
+
+
 def _product(node: ast.expr) -> tuple[ast.expr, ast.expr] | None:
     """``(A, B)`` of ``A @ B``, ``np.matmul(A, B)`` or ``np.dot(A, B)``."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
@@ -397,6 +413,11 @@ def _patterns(tree: ast.AST) -> list[_Pattern]:
             if (q := _tabulated(node)) is not None:  # np.power(q, 3) of small integers
                 found.append(_Pattern("table", {"q": q}, original=ast.unparse(node),
                                       table=node))
+        elif (added := _add_at(node)) is not None:
+            # a scatter-add, unbuffered element by element: a count by bincount adds them
+            found.append(_Pattern("add.at", {"a": added[0], "i": added[1], "v": added[2]},
+                                  in_place=added[0].id, original=ast.unparse(node),
+                                  scatter=True))
         elif (scaled := _scalar_power(node)) is not None:
             found.append(_Pattern("exp", {"x": scaled[1]}, original=ast.unparse(node),
                                   base=scaled[0]))
@@ -837,6 +858,72 @@ def _check_exp(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | No
     return found
 
 
+def _check_add_at(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    """``np.add.at(a, i, v)`` as its own line, ``a`` a float array, ``i`` a 1-D array of
+    non-negative row indices and ``v`` one row of ``a``'s shape per index, against ``a +=``
+    the sums ``np.bincount`` makes (of ``a``'s flat positions, for rows of several elements):
+    the same sums added in another order, so within the rounding of a sum of as many terms as
+    an index repeats. Both run on copies of ``a``."""
+    try:
+        line = ast.parse(capture_.code)
+    except SyntaxError:
+        return None
+    if not (len(line.body) == 1 and isinstance(line.body[0], ast.Expr)
+            and ast.unparse(line.body[0].value) == p.original):
+        return None  # its value used, or more on its line: left alone
+    values = _operand_values(capture_, [p.operands[k] for k in ("a", "i", "v")])
+    if values is None:
+        return None
+    a, i, v = values
+    if not (type(a) is np.ndarray and a.dtype.kind == "f" and a.ndim >= 1 and a.size
+            and type(i) is np.ndarray and i.dtype.kind in "iu" and i.ndim == 1 and i.size
+            and type(v) is np.ndarray and v.shape == i.shape + a.shape[1:]
+            and v.dtype.kind in "fiub" and i.min() >= 0 and i.max() < a.shape[0]):
+        return None
+    name, i_code, v_code = (ast.unparse(p.operands[k]) for k in ("a", "i", "v"))
+    if a.ndim == 1:
+        sums = f"np.bincount({i_code}, weights={v_code}, minlength={name}.shape[0])"
+    else:
+        row = f"{name}[0].size"
+        sums = (f"np.bincount(({i_code}[:, None] * {row} + np.arange({row})).ravel(), "
+                f"weights={v_code}.ravel(), minlength={name}.size).reshape({name}.shape)")
+    code = f"{name} += {sums}"
+    compiled = compile(code, "<pattern>", "exec")
+    ours, theirs = a.copy(), a.copy()
+    np.add.at(theirs, i, v)
+    try:
+        exec(compiled, {**capture_.env, "np": np, name: ours})
+    except Exception:
+        return None
+    # each element's sum has as many terms as its index repeats, one more for a's own value
+    repeats = int(np.bincount(i).max()) + 1
+    magnitude = np.abs(a).astype(np.float64)
+    np.add.at(magnitude, i, np.abs(v).astype(np.float64))
+    if not (np.abs(ours.astype(np.float64) - theirs) <= repeats * np.finfo(a.dtype).eps
+            * magnitude).all():
+        return None
+    scope = {**capture_.env, "np": np, name: a.copy()}
+    work = a.copy()
+
+    def original():
+        np.add.at(work, i, v)
+
+    def rewritten():
+        exec(compiled, scope)
+
+    before, after = measure_interleaved([original, rewritten], min_time=min_time, repeats=5)
+    if after.median * FASTER > before.median:
+        return None
+    same = np.array_equal(ours, theirs)
+    return {"source": f"{capture_.filename}:{capture_.line}", "code": capture_.code,
+            "replaces": p.original, "statement": code, "original_s": before.median,
+            "measured_s": after.median, "speedup": before.median / after.median,
+            "note": ("np.add.at adds element by element; np.bincount sums each position's "
+                     "values in one pass, then they are added"),
+            "values": "same values" if same else
+            f"values within the rounding of sums of up to {repeats} terms"}
+
+
 #: a float64 matrix product of integers is exact while every sum of products stays below this
 #: (and within the result's integer type, where NumPy wraps and a cast back does not)
 EXACT_FLOAT64 = 2 ** 53
@@ -920,6 +1007,8 @@ def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
         return _check_matmul(capture_, p, min_time)
     if p.base:
         return _check_exp(capture_, p, min_time)
+    if p.scatter:
+        return _check_add_at(capture_, p, min_time)
     if p.count:
         return _check_count(capture_, p, min_time)
     if p.top is not None:
