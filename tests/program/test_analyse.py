@@ -11,6 +11,7 @@ from chokepoint.program.analyse import (
     _listed,
     _rewrite,
     _same_value,
+    _unseen_calls,
     _work_share,
     _written_names,
     python_lists,
@@ -147,3 +148,27 @@ def test_the_arrays_a_lines_function_writes_are_found(tmp_path):
     assert _written_names(st) == {"seen"}  # not other()'s q
     unknown = Statement.parse("grid[a, b]", filename="<nowhere>", first_line=1)
     assert _written_names(unknown) == {"grid", "a", "b"}
+
+
+@pytest.mark.parametrize(("code", "unseen"), [
+    ("a += rng.standard_normal(n) * 0.05", True),  # a generator's method
+    ("a = np.random.rand(n)", True),  # the legacy generator, bound to its instance
+    ("np.add.at(out, i, v)", False),  # traced
+    ("s = np.sum(a) + len(a)", False),  # NumPy's and a builtin
+    ("s = a.std()", False),  # an array's method
+    ("y = helper(a)", False),  # the user's own function: its lines are its own rows
+    ("y = math.exp(x)", True),  # another library's
+    ("y = make()(a)", False),  # not readable without running something
+])
+def test_a_line_calls_work_the_tracer_cannot_see(code, unseen):
+    import math
+    ns = {"np": np, "rng": np.random.default_rng(0), "math": math, "a": np.ones(3),
+          "out": np.zeros(3), "i": np.arange(3), "v": np.ones(3), "n": 3, "x": 1.0,
+          "helper": _user_function(), "make": lambda: None}
+    assert _unseen_calls(ast.parse(code), ns) is unseen
+
+
+def _user_function():
+    def helper(a):
+        return a
+    return helper
