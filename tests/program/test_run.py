@@ -752,3 +752,25 @@ def test_a_random_generators_time_in_a_line_is_not_recoverable(tmp_path, roof):
     possible = line["time_s"] - line["floor_s"]
     assert line["recoverable_s"] == pytest.approx(
         max(possible - line["unseen_s"], min(measured, possible))), line
+
+
+def test_page_faults_on_memory_a_loop_keeps_are_not_a_fresh_memory_cause(tmp_path):
+    # each run makes a 512 KB array the program keeps: its pages are touched for the first
+    # time whatever the code (an RNN's hidden states appended to a list); the faults counted
+    # are those of the process's growing peak, not of memory it could have reused
+    path = _program(tmp_path, """\
+        import numpy as np
+        kept = []
+        h = np.ones((64, 1024))
+        for t in range(300):
+            h = h * 0.999
+            kept.append(h)
+        """)
+    # a new process: in the test process the peak was reached long before, and memory kept
+    # under it is memory the process had (reusing it would save those faults)
+    line = next(r for r in _lines_of_a_fresh_run(path) if r["source"].endswith(":5"))
+    priced = [c for c in line["causes"] + line["ruled_out"] if "program_faults" in c]
+    assert priced and priced[0]["kept_faults"] >= 100, (line["causes"], line["ruled_out"])
+    assert priced[0]["program_faults"] <= 0.2 * priced[0]["kept_faults"], priced
+    assert sum(c["seconds"] for c in line["causes"] if "program_faults" in c) \
+        <= 0.25 * line["time_s"], line["causes"]

@@ -22,7 +22,8 @@
  * Page faults: a statement whose runs so far averaged FAULT_LINE_NS or more gets its minor
  * page faults counted (getrusage, about 0.3-0.7 us a read) from its start to the start of the
  * next statement of its frame (a return, an exception and an event for the Python hooks end
- * the window too), in `faults` over `fault_hits` runs. A run that calls the user's code (a
+ * the window too), in `faults` over `fault_hits` runs, and what its runs grew the most
+ * resident memory seen at these reads by, in `rss_grown` (/proc/self/statm). A run that calls the user's code (a
  * function, a comprehension, a lambda) is not counted: its callee's faults are not its own. Fresh memory costs a program where its allocator maps and trims blocks; a replay in
  * another process may not see it, so the program's own count is the evidence.
  */
@@ -52,6 +53,7 @@ typedef struct {
     long long library_lines; /* lines the library functions it called ran (each an event) */
     long long faults;        /* minor page faults in its counted runs */
     long long fault_hits;    /* its runs whose page faults were counted */
+    long long rss_grown;     /* bytes those runs grew the process's resident peak by */
 } Counts;
 
 static PyMemberDef counts_members[] = {
@@ -67,6 +69,8 @@ static PyMemberDef counts_members[] = {
     {"faults", T_LONGLONG, offsetof(Counts, faults), 0, "minor page faults in its counted runs"},
     {"fault_hits", T_LONGLONG, offsetof(Counts, fault_hits), 0,
      "its runs whose page faults were counted"},
+    {"rss_grown", T_LONGLONG, offsetof(Counts, rss_grown), 0,
+     "bytes its counted runs grew the process's resident peak by (as the hook saw it)"},
     {NULL},
 };
 
@@ -90,6 +94,8 @@ typedef struct {
     int active;       /* installed, and not uninstalled since */
     PyObject *fault_stat;  /* the Counts whose page faults are being counted, or NULL */
     long long fault_start; /* the process's page faults when its window opened */
+    long long rss_start;   /* the process's resident memory (bytes) when its window opened */
+    long long rss_peak;    /* the most resident memory the windows' reads have seen */
 } Hook;
 
 static PyObject *s_call, *s_line, *s_return, *s_exception; /* the events' names */
@@ -109,16 +115,62 @@ now_ns(void)
 #endif
 }
 
-/* the process's minor page faults so far (-1: not known here) */
+#ifdef __linux__
+#include <fcntl.h>
+#include <unistd.h>
+static int statm_fd = -2; /* /proc/self/statm, opened at the first read (-1: not readable) */
+#endif
+
+/* the process's resident memory in bytes (0: not known here). The faults of a run that grows
+ * the most resident memory seen so far touch for the first time memory the program keeps,
+ * whatever the code; faults beyond them touch again memory it had (getrusage's ru_maxrss is
+ * no measure of that peak: a process inherits its parent's across exec) */
+static long long
+rss_now(void)
+{
+#ifdef __linux__
+    char text[96];
+    if (statm_fd == -2)
+        statm_fd = open("/proc/self/statm", O_RDONLY);
+    if (statm_fd < 0)
+        return 0;
+    ssize_t n = pread(statm_fd, text, sizeof(text) - 1, 0);
+    if (n <= 0)
+        return 0;
+    text[n] = 0;
+    long long size = 0, resident = 0;
+    if (sscanf(text, "%lld %lld", &size, &resident) != 2)
+        return 0;
+    return resident * (long long)sysconf(_SC_PAGESIZE);
+#else
+    return 0;
+#endif
+}
+
+/* the process's minor page faults so far (-1: not known here), and its resident memory */
 static inline long long
-faults_now(void)
+faults_now(long long *rss)
 {
 #ifdef _WIN32
+    *rss = 0;
     return -1;
 #else
     struct rusage usage;
+    *rss = rss_now();
     return getrusage(RUSAGE_SELF, &usage) == 0 ? (long long)usage.ru_minflt : -1;
 #endif
+}
+
+/* a page-fault window opens for statement ``stat``: the faults and resident memory now (the
+ * memory resident here counts in the peak, whichever statement grew it) */
+static inline void
+open_window(Hook *self, PyObject *stat)
+{
+    Py_INCREF(stat);
+    self->fault_stat = stat;
+    self->fault_start = faults_now(&self->rss_start);
+    if (self->rss_start > self->rss_peak)
+        self->rss_peak = self->rss_start;
 }
 
 /* the open page-fault window ends: its faults to its statement, or (``count`` 0: a call of
@@ -127,10 +179,15 @@ static void
 close_window(Hook *self, int count)
 {
     Counts *stat = (Counts *)self->fault_stat;
-    long long faults = count ? faults_now() : -1;
+    long long rss = 0;
+    long long faults = count ? faults_now(&rss) : -1;
     if (faults >= 0 && self->fault_start >= 0) {
         stat->faults += faults - self->fault_start;
         stat->fault_hits += 1;
+        if (rss > self->rss_peak) {
+            stat->rss_grown += rss - self->rss_peak;
+            self->rss_peak = rss;
+        }
     }
     Py_CLEAR(self->fault_stat);
 }
@@ -203,9 +260,7 @@ common_line(Hook *self, PyObject *top, PyFrameObject *frame, long long now)
         if (!comprehension) { /* a comprehension's lines are its statement's one hit */
             next->hits += 1;
             if (next->hits > 1 && next->ns >= FAULT_LINE_NS * (next->hits - 1)) {
-                Py_INCREF(new);
-                self->fault_stat = new;
-                self->fault_start = faults_now();
+                open_window(self, new);
             }
         }
     }
@@ -227,9 +282,7 @@ opened_by_python(Hook *self, PyObject *top, PyObject *before, long long hits)
     if ((stat == before && next->hits == hits) || next->hits < 2
         || next->ns < FAULT_LINE_NS * (next->hits - 1))
         return;
-    Py_INCREF(stat);
-    self->fault_stat = stat;
-    self->fault_start = faults_now();
+    open_window(self, stat);
 }
 
 /* hook(frame, event, arg, now), its result dropped; -1 where it raised. ``now``, the clock at
@@ -569,13 +622,14 @@ static PyTypeObject HookType = {
 static PyObject *
 fault_read_ns(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(ignored))
 {
-    if (faults_now() < 0)
+    long long rss;
+    if (faults_now(&rss) < 0)
         return PyFloat_FromDouble(0.0);
     double best = 0.0;
     for (int round = 0; round < 5; round++) {
         long long start = now_ns();
         for (int i = 0; i < 1000; i++)
-            (void)faults_now();
+            (void)faults_now(&rss);
         double each = (now_ns() - start) / 1000.0;
         if (round == 0 || each < best)
             best = each;

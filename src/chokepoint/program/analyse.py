@@ -281,6 +281,22 @@ def _blas_limit():
     return threadpool_limits(limits=1, user_api="blas")
 
 
+#: bytes a minor page fault maps (4 KiB pages; a huge page's fault maps more, and the growth
+#: it stands for then outnumbers the faults: nothing is priced, rather than too much)
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def program_refaults(stat: LineStat) -> float | None:
+    """A line's page faults a run in the program beyond those of the memory its runs grew
+    the process's resident peak by (None where none were counted). Those touch for the first time
+    memory the program keeps (an RNN's hidden state appended to a list each step): any code
+    computing the same touches it once. The rest touch again memory the process had: what
+    reusing it saves."""
+    if not stat.fault_hits:
+        return None
+    return max(0.0, stat.faults - stat.rss_grown / PAGE_BYTES) / stat.fault_hits
+
+
 def _fresh_memory(times: list[list[float]], faults: list[list[float]], variants: list,
                   stat: LineStat, per_hit: float, new_bytes: int, temporaries: int,
                   causes: list[Cause], ruled: list[dict], ledger: _Ledger) -> float:
@@ -296,7 +312,7 @@ def _fresh_memory(times: list[list[float]], faults: list[list[float]], variants:
     kind = "temporaries" if temporaries else "allocation"
     numbers = {"as_written_s": float(np.median(as_written)), "reused_s": float(np.median(reused)),
                "new_bytes": new_bytes, "temporaries_bytes": temporaries, "hits": stat.hits}
-    program_faults = stat.faults / stat.fault_hits if stat.fault_hits else None
+    program_faults = program_refaults(stat)
     if program_faults is None:
         saved = numbers["as_written_s"] - numbers["reused_s"]
         if saved <= 0 or not significant(as_written, reused):
@@ -309,6 +325,7 @@ def _fresh_memory(times: list[list[float]], faults: list[list[float]], variants:
                (("as_written", contextlib.nullcontext), ("reused", reused_memory),
                 ("fresh", fresh_memory))}
     numbers.update(fresh_s=float(np.median(fresh)), program_faults=program_faults,
+                   kept_faults=stat.rss_grown / PAGE_BYTES / stat.fault_hits,
                    **{f"{k}_faults": v for k, v in counted.items()})
     extra = counted["fresh"] - counted["reused"]
     if extra < 1 or not significant(fresh, reused):

@@ -279,12 +279,13 @@ class _Counts:
     """A statement's counters (the Python stand-in for ``_linetrace.Counts``)."""
 
     __slots__ = ("events", "fault_hits", "faults", "hits", "library_calls", "library_lines", "ns",
-                 "state", "user_calls")
+                 "rss_grown", "state", "user_calls")
 
     def __new__(cls, *args, **kwargs):
         self = super().__new__(cls)
         self.ns = self.events = self.hits = self.state = self.library_calls = 0
         self.user_calls = self.library_lines = self.faults = self.fault_hits = 0
+        self.rss_grown = 0
         return self
 
 
@@ -304,7 +305,9 @@ class LineStat(Counts):
     ``user_calls``, the user's functions it called; ``library_lines``, lines those library
     functions ran (counted by the C hook only: the Python hook is not called for them);
     ``faults``, the minor page faults of its ``fault_hits`` runs whose faults were counted
-    (the C hook only, on statements whose runs averaged ``_linetrace.FAULT_LINE_NS``).
+    (the C hook only, on statements whose runs averaged ``_linetrace.FAULT_LINE_NS``), and
+    ``rss_grown``, the bytes those runs grew the most resident memory the hook had seen by
+    (the pages of memory the program keeps, touched once whatever the code).
     """
 
     statement: Statement

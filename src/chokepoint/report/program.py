@@ -77,7 +77,9 @@ def cause_evidence(cause: dict) -> str:
         if "program_faults" in cause:  # the recording counted the line's page faults
             said.append(
                 f"in the program it faulted in {cause['program_faults']:.0f} pages a run "
-                f"({_mb(cause['new_bytes'])} of new arrays a run); replayed with each new "
+                + (f"beyond the {cause['kept_faults']:.0f} of the memory it keeps "
+                   if cause.get("kept_faults", 0) >= 1 else "")
+                + f"({_mb(cause['new_bytes'])} of new arrays a run); replayed with each new "
                 f"array on fresh pages ({cause['fresh_faults']:.0f} faults) it took "
                 f"{_ms(cause['fresh_s'])}, with freed memory reused "
                 f"({cause['reused_faults']:.0f}) {_ms(cause['reused_s'])}: "
