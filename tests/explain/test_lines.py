@@ -12,6 +12,7 @@ from chokepoint.explain.lines import (
     _contraction,
     _einsum_spec,
     _gathered_operands,
+    _nested_roll,
     _patterns,
     _product,
     _same_arrays,
@@ -470,3 +471,28 @@ def test_a_scatter_add_whose_value_is_used_is_left_alone(monkeypatch):
     _fake_timing(monkeypatch)
     env = {"out": np.zeros(10), "dst": np.arange(10), "v": np.ones(10)}
     assert _scatter(env, "r = np.add.at(out, dst, v)") is None
+
+
+@pytest.mark.parametrize("code, found", [
+    ("np.roll(np.roll(g, dy, axis=0), dx, axis=1)", ["g", "dy", "dx", "0", "1"]),
+    ("np.roll(np.roll(g, 1, 0), -1, 1)", ["g", "1", "-1", "0", "1"]),
+    ("np.roll(np.roll(g, shift=s, axis=0), axis=1, shift=t)", ["g", "s", "t", "0", "1"]),
+    ("np.roll(np.roll(g, 1), 1, axis=1)", None),  # a flat roll: not an axis's
+    ("np.roll(np.roll(g, f(), axis=0), 1, axis=1)", None),  # a call, run again by the check
+    ("np.roll(g, 1, axis=0)", None),
+])
+def test_two_nested_rolls_are_found(code, found):
+    rolled = _nested_roll(_node(code))
+    assert (None if rolled is None else [ast.unparse(n) for n in (rolled[0], *rolled[1],
+                                                                    *rolled[2])]) == found
+
+
+def test_two_nested_rolls_get_one_roll_with_the_same_values(monkeypatch):
+    _fake_timing(monkeypatch)
+    grid = (np.random.default_rng(0).random((30, 40)) < 0.3).astype(int)
+    code = "n += np.roll(np.roll(grid, dy, axis=0), dx, axis=1)"
+    patterns = [p for p in _patterns(ast.parse(code)) if p.rolls is not None]
+    env = {"np": np, "grid": grid, "dy": -1, "dx": 1, "n": np.zeros((30, 40), int)}
+    found = _check(LineCapture("f.py", 1, code, patterns, env), patterns[0], 0.001)
+    assert found["statement"] == "n += np.roll(grid, (dy, dx), axis=(0, 1))"
+    assert found["values"] == "same values"

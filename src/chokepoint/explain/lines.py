@@ -28,7 +28,8 @@ operator on two arrays gathered by the same index array, ``r[src] / outdeg[src]`
 an array's powers, ``10.0 ** (db / 20)``, calls ``pow`` per element: ``np.exp((db / 20) *
 2.302585092994046)`` is within a few ulp where the exponents are moderate (checked on the
 user's values). ``np.add.at(a, i, v)`` adds element by element; ``a += np.bincount(...)`` of
-the same positions sums them in one pass (3.3x on 200,000 rows of 16 here).
+the same positions sums them in one pass (3.3x on 200,000 rows of 16 here). Two nested
+``np.roll`` calls copy the array twice; one call takes both shifts and axes.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class _Pattern:
     gathered: bool = False  # ``a[i] / b[i]`` (operands ``a``, ``b``, ``i``): ``(a / b)[i]``
     base: float = 0.0  # ``10.0 ** x`` (operand ``x``): ``np.exp(x * log(10.0))``
     scatter: bool = False  # ``np.add.at(a, i, v)`` (operands ``a``, ``i``, ``v``): bincount
+    rolls: tuple | None = None  # ``np.roll(np.roll(a, s, 0), t, 1)``: (shifts, axes), one roll
 
 
 @dataclass
@@ -314,6 +316,38 @@ def _is_np_ufunc_at(node: ast.expr, ufunc: str) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "at" and _is_np(node.value, ufunc)
 
 
+def _roll_args(node: ast.expr) -> tuple[ast.expr, ast.expr, ast.expr] | None:
+    """``(a, shift, axis)`` of ``np.roll(a, shift, axis)`` with the axis given (by keyword or
+    position), shift and axis without calls."""
+    if not (isinstance(node, ast.Call) and _is_np(node.func, "roll")
+            and not any(isinstance(a, ast.Starred) for a in node.args)):
+        return None
+    args = list(node.args)
+    keywords = {k.arg: k.value for k in node.keywords}
+    if None in keywords or set(keywords) - {"shift", "axis"}:
+        return None
+    names = ["a", "shift", "axis"][:len(args)]
+    given = dict(zip(names, args, strict=True)) | keywords
+    if len(given) != 3 or len(args) + len(keywords) != 3:
+        return None
+    if not (_plain(given["shift"]) and _plain(given["axis"])):
+        return None
+    return given["a"], given["shift"], given["axis"]
+
+
+def _nested_roll(node: ast.expr) -> tuple[ast.expr, list[ast.expr], list[ast.expr]] | None:
+    """``(a, [shift1, shift2], [axis1, axis2])`` of ``np.roll(np.roll(a, shift1, axis1),
+    shift2, axis2)``: two copies of the whole array where ``np.roll(a, (shift1, shift2),
+    axis=(axis1, axis2))`` makes one."""
+    outer = _roll_args(node)
+    if outer is None:
+        return None
+    inner = _roll_args(outer[0])
+    if inner is None:
+        return None
+    return inner[0], [inner[1], outer[1]], [inner[2], outer[2]]
+
+
 def _product(node: ast.expr) -> tuple[ast.expr, ast.expr] | None:
     """``(A, B)`` of ``A @ B``, ``np.matmul(A, B)`` or ``np.dot(A, B)``."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
@@ -413,6 +447,9 @@ def _patterns(tree: ast.AST) -> list[_Pattern]:
             if (q := _tabulated(node)) is not None:  # np.power(q, 3) of small integers
                 found.append(_Pattern("table", {"q": q}, original=ast.unparse(node),
                                       table=node))
+        elif (rolled := _nested_roll(node)) is not None:
+            found.append(_Pattern("roll", {"a": rolled[0]}, original=ast.unparse(node),
+                                  rolls=(rolled[1], rolled[2])))
         elif (added := _add_at(node)) is not None:
             # a scatter-add, unbuffered element by element: a count by bincount adds them
             found.append(_Pattern("add.at", {"a": added[0], "i": added[1], "v": added[2]},
@@ -924,6 +961,23 @@ def _check_add_at(capture_: LineCapture, p: _Pattern, min_time: float) -> dict |
             f"values within the rounding of sums of up to {repeats} terms"}
 
 
+def _check_roll(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    """Two nested ``np.roll`` of an array against one with both shifts and axes: the same
+    values, shape and dtype (checked on the user's array)."""
+    parsed = _line_target(capture_, p)
+    if parsed is None:
+        return None
+    line, target = parsed
+    shifts, axes = p.rolls
+    code = (f"np.roll({ast.unparse(p.operands['a'])}, "
+            f"({', '.join(ast.unparse(n) for n in shifts)}), "
+            f"axis=({', '.join(ast.unparse(n) for n in axes)}))")
+    found = _measured_rewrite(capture_, p, line, target, "", code, _same_arrays, min_time)
+    if found is not None:
+        found["note"] = "np.roll copies the whole array each call: one call rolls both axes"
+    return found
+
+
 #: a float64 matrix product of integers is exact while every sum of products stays below this
 #: (and within the result's integer type, where NumPy wraps and a cast back does not)
 EXACT_FLOAT64 = 2 ** 53
@@ -1009,6 +1063,8 @@ def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
         return _check_exp(capture_, p, min_time)
     if p.scatter:
         return _check_add_at(capture_, p, min_time)
+    if p.rolls is not None:
+        return _check_roll(capture_, p, min_time)
     if p.count:
         return _check_count(capture_, p, min_time)
     if p.top is not None:
