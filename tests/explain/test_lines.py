@@ -15,6 +15,7 @@ from chokepoint.explain.lines import (
     _nested_roll,
     _patterns,
     _product,
+    _quantile_calls,
     _same_arrays,
     _scalar_power,
     _small_power,
@@ -496,3 +497,40 @@ def test_two_nested_rolls_get_one_roll_with_the_same_values(monkeypatch):
     found = _check(LineCapture("f.py", 1, code, patterns, env), patterns[0], 0.001)
     assert found["statement"] == "n += np.roll(grid, (dy, dx), axis=(0, 1))"
     assert found["values"] == "same values"
+
+
+@pytest.mark.parametrize("code, count", [
+    ("r = np.percentile(f, 99) - np.percentile(f, 1)", 2),
+    ("lo, hi = np.quantile(x, 0.25, axis=0), np.quantile(x, 0.75, axis=0)", 2),
+    ("r = np.percentile(f, 99) - np.percentile(g, 1)", None),  # two arrays
+    ("r = np.quantile(x, 0.25, axis=0) - np.quantile(x, 0.75, axis=1)", None),  # two axes
+    ("r = np.percentile(f, q) - np.percentile(f, 1)", None),  # q named: may be a list
+    ("r = np.percentile(f(), 9) - np.percentile(f(), 1)", None),  # a call: run again
+    ("r = np.percentile(f, 99)", None),
+])
+def test_order_statistics_of_one_array_are_found(code, count):
+    calls = _quantile_calls(ast.parse(code))
+    assert (None if calls is None else len(calls)) == count
+
+
+@pytest.mark.parametrize("code, statement", [
+    ("r = np.percentile(f, 99) - np.percentile(f, 1)",
+     "q = np.percentile(f, [99, 1])\nr = q[0] - q[1]"),
+    ("lo, hi = np.quantile(f, 0.25), np.quantile(f, 0.75)",
+     "q = np.quantile(f, [0.25, 0.75])\nlo, hi = (q[0], q[1])"),
+])
+def test_order_statistics_are_taken_in_one_call_with_the_same_values(monkeypatch, code,
+                                                                     statement):
+    _fake_timing(monkeypatch)
+    env = {"np": np, "f": np.random.default_rng(0).random(1001)}
+    patterns = [p for p in _patterns(ast.parse(code)) if p.quantiles]
+    found = _check(LineCapture("f.py", 1, code, patterns, env), patterns[0], 0.001)
+    assert found["statement"] == statement and found["values"] == "same values"
+
+
+def test_order_statistics_in_a_comprehension_are_left_alone(monkeypatch):
+    _fake_timing(monkeypatch)
+    code = "r = [np.percentile(f, 99) - np.percentile(f, 1) for _ in range(2)]"
+    env = {"np": np, "f": np.random.default_rng(0).random(101)}
+    patterns = [p for p in _patterns(ast.parse(code)) if p.quantiles]
+    assert _check(LineCapture("f.py", 1, code, patterns, env), patterns[0], 0.001) is None

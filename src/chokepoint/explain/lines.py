@@ -29,7 +29,9 @@ an array's powers, ``10.0 ** (db / 20)``, calls ``pow`` per element: ``np.exp((d
 2.302585092994046)`` is within a few ulp where the exponents are moderate (checked on the
 user's values). ``np.add.at(a, i, v)`` adds element by element; ``a += np.bincount(...)`` of
 the same positions sums them in one pass (3.3x on 200,000 rows of 16 here). Two nested
-``np.roll`` calls copy the array twice; one call takes both shifts and axes.
+``np.roll`` calls copy the array twice; one call takes both shifts and axes. Two order
+statistics of one array, ``np.percentile(f, 99) - np.percentile(f, 1)``, partition it twice;
+``np.percentile(f, [99, 1])`` selects both in one call, with the same values.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ class _Pattern:
     base: float = 0.0  # ``10.0 ** x`` (operand ``x``): ``np.exp(x * log(10.0))``
     scatter: bool = False  # ``np.add.at(a, i, v)`` (operands ``a``, ``i``, ``v``): bincount
     rolls: tuple | None = None  # ``np.roll(np.roll(a, s, 0), t, 1)``: (shifts, axes), one roll
+    quantiles: list | None = None  # ``np.percentile(a, 99) - np.percentile(a, 1)``: one call
 
 
 @dataclass
@@ -348,6 +351,34 @@ def _nested_roll(node: ast.expr) -> tuple[ast.expr, list[ast.expr], list[ast.exp
     return inner[0], [inner[1], outer[1]], [inner[2], outer[2]]
 
 
+#: NumPy's order statistics that take a list of ``q`` and select them all in one partition
+_QUANTILES = ("percentile", "quantile", "nanpercentile", "nanquantile")
+
+
+def _quantile_calls(tree: ast.AST) -> list[ast.Call] | None:
+    """Two or more calls in a statement of one of :data:`_QUANTILES` on the same array (an
+    expression without calls), with the same other arguments, each with one number as
+    ``q``: each call partitions the whole array again."""
+    groups: dict[tuple, list[ast.Call]] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _QUANTILES and _is_np(node.func, node.func.attr)
+                and len(node.args) == 2 and _plain(node.args[0])
+                and all(k.arg not in (None, "q", "a", "out") and _plain(k.value)
+                        for k in node.keywords)):
+            continue
+        q = node.args[1]
+        if isinstance(q, ast.UnaryOp) and isinstance(q.op, ast.USub):
+            q = q.operand
+        if not (isinstance(q, ast.Constant) and type(q.value) in (int, float)):
+            continue
+        key = (node.func.attr, ast.unparse(node.args[0]),
+               tuple(sorted((k.arg, ast.unparse(k.value)) for k in node.keywords)))
+        groups.setdefault(key, []).append(node)
+    found = max(groups.values(), key=len, default=[])
+    return found if len(found) >= 2 else None
+
+
 def _product(node: ast.expr) -> tuple[ast.expr, ast.expr] | None:
     """``(A, B)`` of ``A @ B``, ``np.matmul(A, B)`` or ``np.dot(A, B)``."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
@@ -384,6 +415,11 @@ _ARITHMETIC = tuple(_OPERATORS)
 
 def _patterns(tree: ast.AST) -> list[_Pattern]:
     found = []
+    if (calls := _quantile_calls(tree)) is not None:
+        # order statistics of one array, one call each: one call selects them all
+        found.append(_Pattern("quantiles", {"a": calls[0].args[0]},
+                              original=" and ".join(ast.unparse(c) for c in calls),
+                              quantiles=calls))
     # a NumPy integer's attributes (b.sum().item(), .astype) are not a Python int's
     read_on = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     for node in ast.walk(tree):
@@ -978,6 +1014,62 @@ def _check_roll(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | N
     return found
 
 
+def _same_results(ours, theirs) -> str | None:
+    """"same values" where two results (arrays, NumPy or Python numbers, or tuples of them)
+    have equal values, shapes and dtypes."""
+    ours, theirs = (x if isinstance(x, tuple) else (x,) for x in (ours, theirs))
+    if len(ours) != len(theirs):
+        return None
+    for o, t in zip(ours, theirs, strict=True):
+        if type(o) is not type(t):
+            return None
+        o, t = np.asarray(o), np.asarray(t)
+        if o.dtype != t.dtype or o.shape != t.shape or not np.array_equal(
+                o, t, equal_nan=o.dtype.kind in "fc"):
+            return None
+    return "same values"
+
+
+def _check_quantiles(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    """A statement's value with its order statistics of one array taken by one call
+    (``np.percentile(a, [99, 1])``, into a name computed before the line) against the
+    statement as written: the same values (NumPy interpolates each ``q`` alike)."""
+    try:
+        line = ast.parse(capture_.code)
+    except SyntaxError:
+        return None
+    body = line.body[0] if len(line.body) == 1 else None
+    if not isinstance(body, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return)) \
+            or body.value is None:
+        return None
+    # the calls as parsed again, in the statement's value, each run once whenever it runs
+    codes = [ast.unparse(c) for c in p.quantiles]
+    calls = [n for n in ast.walk(body.value) if isinstance(n, ast.Call)
+             and ast.unparse(n) in codes]
+    if len(calls) != len(codes) or not all(_hoistable(line, c) for c in calls):
+        return None
+    values = _operand_values(capture_, [p.operands["a"]])
+    if values is None or type(values[0]) is not np.ndarray or values[0].size < 2:
+        return None
+    name = _free_name(capture_, line, "q")
+    first_call = ast.parse(codes[0], mode="eval").body
+    first_call.args[1] = ast.List(elts=[c.args[1] for c in calls], ctx=ast.Load())
+    first = f"{name} = {ast.unparse(first_call)}"
+    # the replacements made on a copy (the transformer changes the tree it visits)
+    value = ast.parse(ast.unparse(body.value), mode="eval").body
+    copies = [n for n in ast.walk(value) if isinstance(n, ast.Call) and ast.unparse(n) in codes]
+    for call in copies:
+        value = _Replace(call, ast.parse(f"{name}[{codes.index(ast.unparse(call))}]",
+                                         mode="eval").body).visit(value)
+    found = _measured_rewrite(capture_, p, line, body.value, first, ast.unparse(value),
+                              _same_results, min_time)
+    if found is not None:
+        found["note"] = (f"each np.{first_call.func.attr} call partitions all of "
+                         f"{ast.unparse(p.operands['a'])}; one call with the list of q "
+                         "selects them in one")
+    return found
+
+
 #: a float64 matrix product of integers is exact while every sum of products stays below this
 #: (and within the result's integer type, where NumPy wraps and a cast back does not)
 EXACT_FLOAT64 = 2 ** 53
@@ -1065,6 +1157,8 @@ def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
         return _check_add_at(capture_, p, min_time)
     if p.rolls is not None:
         return _check_roll(capture_, p, min_time)
+    if p.quantiles is not None:
+        return _check_quantiles(capture_, p, min_time)
     if p.count:
         return _check_count(capture_, p, min_time)
     if p.top is not None:
