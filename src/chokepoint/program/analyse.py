@@ -1063,7 +1063,11 @@ def _rewrite(found: dict | None, in_lines: list[dict], replay_s: float, stat: Li
         elif part_s is not None:
             # a part of the line (f ** 3 in a GELU): what the part saves, not the part's
             # speedup applied to the whole line
-            part_saved = max(0.0, part_s - c["measured_s"])
+            # its saving as a share of the part, the part at most the whole replay: a part
+            # timed slower alone than the line replayed (a scatter-add on a fresh copy) saves
+            # no more than its ratio of the line
+            part_saved = (min(part_s, replay_s) * max(0.0, 1.0 - c["measured_s"] / part_s)
+                          if part_s > 0 else 0.0)
             per_hit = min(run_s, part_saved * min(1.0, run_s / replay_s) if replay_s else 0.0)
             c["part_speedup"] = c["speedup"]
             after = max(replay_s - part_saved, replay_s / c["speedup"])
