@@ -774,3 +774,17 @@ def test_page_faults_on_memory_a_loop_keeps_are_not_a_fresh_memory_cause(tmp_pat
     assert priced[0]["program_faults"] <= 0.2 * priced[0]["kept_faults"], priced
     assert sum(c["seconds"] for c in line["causes"] if "program_faults" in c) \
         <= 0.25 * line["time_s"], line["causes"]
+
+
+def test_the_first_touch_of_memory_a_program_keeps_is_not_recoverable(tmp_path):
+    # the first write to a column of an array np.empty made touches every page of it: the
+    # program keeps (and fills) the array, so no code computing the same avoids those faults
+    path = _program(tmp_path, """\
+        import numpy as np
+        paths = np.empty((20_000, 500))
+        paths[:, 0] = 100.0
+        paths[:, 1:] = 1.0
+        """)
+    line = next(r for r in _lines_of_a_fresh_run(path) if r["source"].endswith(":3"))
+    assert line["kept_s"] > 0, line
+    assert line["recoverable_s"] <= 0.5 * line["time_s"], line

@@ -47,8 +47,8 @@ from .record import LineStat
 from .replay import grown_name, is_simple_name_assign, prepare, run_once, timed_under
 from .strided import strided_line, timed_layouts
 
-__all__ = ["Cause", "LineAnalysis", "analyse_line", "call_cost", "python_lists",
-           "python_numbers"]
+__all__ = ["Cause", "LineAnalysis", "analyse_line", "call_cost", "kept_share",
+           "program_refaults", "python_lists", "python_numbers"]
 
 #: new memory per execution from which the fresh-memory probe runs (below it, malloc reuses
 #: its own free lists and no page is faulted)
@@ -120,6 +120,9 @@ class LineAnalysis:
     #: per execution: the replay's time beyond its operations, its interpreter's steps and its
     #: small opaque calls (a random generator filling a large array): work no floor is known for
     unseen_s: float = 0.0
+    #: in all its runs: its first run's first touches of memory it left resident (the program
+    #: keeps it: no code computing the same avoids touching it once)
+    kept_s: float = 0.0
 
 
 _COSTS: dict[str, float] = {}
@@ -284,6 +287,14 @@ def _blas_limit():
 #: bytes a minor page fault maps (4 KiB pages; a huge page's fault maps more, and the growth
 #: it stands for then outnumbers the faults: nothing is priced, rather than too much)
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def kept_share(kept_bytes: int, new_bytes: int) -> float:
+    """The share of a first run's first touches that fell on memory it left resident: its
+    resident growth over what it touched (its new arrays, or that growth where larger: pages
+    of an array made before and first written here)."""
+    touched = max(kept_bytes, new_bytes)
+    return min(1.0, kept_bytes / touched) if touched > 0 else 0.0
 
 
 def program_refaults(stat: LineStat) -> float | None:
@@ -519,12 +530,18 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
         every = line_s - stat.hits * run_s
     every -= sum(c.seconds for c in causes if c.kind == "strided-access")  # that gap's share
     excess = max(first_gap, every)
-    if max(stat.peak_growth, new_bytes) >= FIRST_USE_BYTES and excess > as_written.iqr \
+    # of a first run's new pages, those it left resident the program keeps: touched once
+    # whatever the code (a column of an array np.empty made, written first here)
+    kept = kept_share(stat.first_kept, new_bytes) if not again else 0.0
+    kept_s = max(0.0, excess) * kept
+    if max(stat.peak_growth, new_bytes) >= FIRST_USE_BYTES \
+            and excess * (1 - kept) > as_written.iqr \
             and ((not again and first_s > FIRST_USE_RATIO * replay_s)
                  or program_run_s > FIRST_USE_RATIO * run_s):
-        causes.append(Cause("allocation", ledger.take(excess),
+        causes.append(Cause("allocation", ledger.take(excess * (1 - kept)),
                             {"first_run_s": first_s, "replay_s": replay_s, "run_s": line_s,
                              "peak_growth": stat.peak_growth, "new_bytes": new_bytes,
+                             "kept_bytes": stat.first_kept, "first_touch_s": excess,
                              "hits": stat.hits, "first_use": True,
                              **({"captured_hit": capture.hit, "captured_run_s": program_run_s,
                                  "compared_s": run_s} if again else {})}))
@@ -689,7 +706,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                         flops=int(floor["flops"] * work), new_bytes=int(new_bytes * work),
                         floor_s=floor_s * work,
                         causes=causes, ruled_out=ruled, rewrite=rewrite_out, notes=notes,
-                        unseen_s=unseen,
+                        unseen_s=unseen, kept_s=kept_s,
                         ops=[{k: r[k] for k in ("name", "time_s", "in_bytes", "out_bytes",
                                                  "flops")} for r in rows])
 

@@ -197,6 +197,19 @@ def _peak() -> int:
     return peak if sys.platform == "darwin" else peak * 1024
 
 
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _resident() -> int:
+    """The process's resident memory now, in bytes (0 where unknown: /proc/self/statm is
+    Linux's)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def fingerprint(value: np.ndarray) -> np.ndarray:
     """A cheap summary of an array's values: a copy when small, else SAMPLES elements spread
     over it (enough to see an update of a sizeable part of it)."""
@@ -318,6 +331,9 @@ class LineStat(Counts):
     first_ns: int = 0  # its first execution's own time
     first_bytes: int = -1  # the bytes of the arrays its first capture read (-1: none)
     peak_growth: int = 0  # bytes the process's peak memory grew by during its first execution
+    #: bytes its first execution left resident (the memory the program keeps, touched once
+    #: whatever the code computing it)
+    first_kept: int = 0
     #: its own time where the hook's price in it is uncertain (0 otherwise): as recorded,
     #: where the hook's calls into its library functions were most of it (a per-call price
     #: calibrated on other functions, on a machine whose speed drifts); with the price taken
@@ -544,7 +560,7 @@ class Recorder:
                 if not top[7]:
                     new.hits += 1
                     if new.hits == 1:
-                        top[5] = (new.ns, _peak())
+                        top[5] = (new.ns, _peak(), _resident())
                     if new.state == 0 or new.state == 2 or (
                             new.state == 1 and recaptured(new.hits)):
                         top[4] = self._capture(frame, new)
@@ -629,11 +645,12 @@ class Recorder:
         """At the end of a statement's execution: its first execution's time and memory; did
         it change what its capture holds?"""
         if top[5] is not None:
-            ns, peak = top[5]
+            ns, peak, resident = top[5]
             top[5] = None
             if top[1] is not None:
                 top[1].first_ns = top[1].ns - ns
                 top[1].peak_growth = _peak() - peak
+                top[1].first_kept = max(0, _resident() - resident) if resident else 0
         capture = top[4]
         if capture is None:
             return

@@ -163,7 +163,7 @@ def _row(stat: LineStat, wall_s: float) -> dict:
     code = st.code.split("\n")[0] if st.code else ""
     return {"source": _source(stat), "code": code, "hits": stat.hits,
             "time_s": time_s, "python_s": None, "bytes": 0, "flops": 0, "new_bytes": 0,
-            "floor_s": 0.0, "recoverable_s": time_s, "unseen_s": 0.0,
+            "floor_s": 0.0, "recoverable_s": time_s, "unseen_s": 0.0, "kept_s": 0.0,
             "share": time_s / wall_s if wall_s > 0 else 0.0, "cause": None, "rewrite": None,
             "analysed": False, "modelled": True, "why_not": None, "causes": [],
             "ruled_out": [], "notes": [],
@@ -191,8 +191,9 @@ def _apply(row: dict, stat: LineStat, a: LineAnalysis, wall_s: float) -> None:
     if a.calls:
         unseen = a.unseen_s / a.replay_s if a.replay_s > 0 else 0.0
         row["unseen_s"] = min(1.0, unseen) * row["time_s"]
+        row["kept_s"] = min(a.kept_s, row["time_s"])
         row["recoverable_s"] = recoverable(row["time_s"], row["floor_s"], unseen,
-                                           sum(c.seconds for c in a.causes))
+                                           sum(c.seconds for c in a.causes), row["kept_s"])
     else:
         # no operation chokepoint can see (a random generator's method, a C extension): no
         # floor is known, and what is recoverable is only what was measured
@@ -204,12 +205,15 @@ def _apply(row: dict, stat: LineStat, a: LineAnalysis, wall_s: float) -> None:
     row["cause"] = top.kind if top and top.seconds >= CAUSE_SHARE * row["time_s"] else None
 
 
-def recoverable(time_s: float, floor_s: float, unseen_share: float, measured_s: float) -> float:
+def recoverable(time_s: float, floor_s: float, unseen_share: float, measured_s: float,
+                kept_s: float = 0.0) -> float:
     """A modelled line's recoverable seconds: its time less its floor, less the share of it
     spent in work the tracer did not see (``unseen_share`` of its replay: a random generator's
-    method, a compiled library's function), whose floor is unknown, unless measured causes
-    account for more (each at most its time less its floor)."""
-    modelled = time_s - floor_s - unseen_share * time_s
+    method, a compiled library's function), whose floor is unknown, less ``kept_s``, its
+    first run's first touches of memory it left resident (the program keeps it: touched once
+    whatever the code), unless measured causes account for more (each at most its time less
+    its floor)."""
+    modelled = time_s - floor_s - unseen_share * time_s - kept_s
     return max(0.0, min(time_s - floor_s, max(modelled, measured_s)))
 
 

@@ -68,10 +68,15 @@ def cause_evidence(cause: dict) -> str:
                 f"made {_mb(cause['new_bytes'])} of new memory")
         runs = (f" (its {hits} runs {_ms(cause['run_s'])} in all)"
                 if hits > 1 and "run_s" in cause else "")
+        kept = cause.get("kept_bytes", 0)
         return (f"its first run took {_ms(cause['first_run_s'])}{runs} and {grew}; replayed "
                 f"on memory already used, {_ms(cause['replay_s'])} a run: "
-                f"{_ms(cause['seconds'])} went to pages used for the first time (or taken back "
-                "by the OS since)")
+                + (f"{_ms(cause['seconds'])} of the {_ms(cause['first_touch_s'])} that went to "
+                   f"pages used for the first time fell on memory it does not keep (it left "
+                   f"{_mb(kept)} resident, touched once whatever the code)"
+                   if kept and cause.get("first_touch_s", 0) > cause["seconds"] else
+                   f"{_ms(cause['seconds'])} went to pages used for the first time (or taken "
+                   "back by the OS since)"))
     if kind in ("allocation", "temporaries"):
         said = []
         if "program_faults" in cause:  # the recording counted the line's page faults
