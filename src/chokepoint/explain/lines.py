@@ -272,17 +272,22 @@ def _tabulated(node: ast.expr) -> ast.Name | None:
     return node.args[0] if len(node.args) == arity else None  # no positional out=
 
 
+def _power(node: ast.expr) -> tuple[ast.expr, ast.expr] | None:
+    """``(base, exponent)`` of ``base ** exponent`` or ``np.power(base, exponent)`` (no
+    ``out=``)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        return node.left, node.right
+    if isinstance(node, ast.Call) and _is_np(node.func, "power") and len(node.args) == 2 \
+            and not node.keywords:
+        return node.args[0], node.args[1]
+    return None
+
+
 def _small_power(node: ast.expr) -> tuple[ast.expr, int] | None:
     """``(x, n)`` of ``x ** n`` or ``np.power(x, n)`` with ``n`` written as 3 or 4: NumPy
     calls the C library's ``pow`` per element there (2, 0.5 and -1 have fast paths), many
     times the cost of the products."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
-        x, n = node.left, node.right
-    elif isinstance(node, ast.Call) and _is_np(node.func, "power") and len(node.args) == 2 \
-            and not node.keywords:
-        x, n = node.args
-    else:
-        return None
+    x, n = _power(node) or (None, None)
     if isinstance(n, ast.Constant) and type(n.value) in (int, float) and n.value in (3, 4):
         return x, int(n.value)
     return None
@@ -292,13 +297,7 @@ def _scalar_power(node: ast.expr) -> tuple[float, ast.expr] | None:
     """``(c, x)`` of ``c ** x`` or ``np.power(c, x)`` with ``c`` a positive number written
     in the line (not 1): NumPy calls the C library's ``pow`` per element, several times the
     cost of ``exp`` of a product, which NumPy runs vectorised."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
-        c, x = node.left, node.right
-    elif isinstance(node, ast.Call) and _is_np(node.func, "power") and len(node.args) == 2 \
-            and not node.keywords:
-        c, x = node.args
-    else:
-        return None
+    c, x = _power(node) or (None, None)
     if isinstance(c, ast.Constant) and type(c.value) in (int, float) and c.value > 0 \
             and c.value != 1 and math.isfinite(c.value):
         return float(c.value), x
@@ -871,26 +870,38 @@ def _operand_values(capture_: LineCapture, nodes) -> list | None:
         return None
 
 
-def _check_power(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
-    """``x ** 3`` (or 4) of a float array against ``x * x * x``: within :data:`CLOSE_ULP`
-    of the power (each product rounds once)."""
+def _float_operand(capture_: LineCapture, p: _Pattern) -> tuple[ast.Module, ast.expr] | None:
+    """The line and the pattern's node in it (:func:`_line_target`) where its operand ``x``
+    makes no call and is a float array of two elements or more; else None."""
     parsed = _line_target(capture_, p)
-    if parsed is None:
-        return None
-    line, target = parsed
-    values = _operand_values(capture_, [p.operands["x"]]) if _plain(p.operands["x"]) else None
+    values = (_operand_values(capture_, [p.operands["x"]])
+              if parsed is not None and _plain(p.operands["x"]) else None)
     if values is None or type(values[0]) is not np.ndarray \
             or values[0].dtype.kind != "f" or values[0].size < 2:
         return None
+    return parsed
+
+
+def _close(ours, theirs) -> str | None:
+    """How two float results of one shape and dtype agree, within :data:`CLOSE_ULP`."""
+    if not (isinstance(ours, np.ndarray) and isinstance(theirs, np.ndarray)
+            and ours.dtype == theirs.dtype and ours.shape == theirs.shape):
+        return None
+    ulp = max_ulp(ours, theirs)
+    return None if ulp > CLOSE_ULP else (
+        "same values" if ulp == 0 else f"values within {ulp:.2g} ulp")
+
+
+def _check_power(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    """``x ** 3`` (or 4) of a float array against ``x * x * x``: within :data:`CLOSE_ULP`
+    of the power (each product rounds once)."""
+    parsed = _float_operand(capture_, p)
+    if parsed is None:
+        return None
+    line, target = parsed
     first, codes = _hoisted(capture_, line, p.operands)
     code = " * ".join([codes["x"]] * p.power)
-
-    def agree(ours, theirs):
-        ulp = max_ulp(np.asarray(ours), np.asarray(theirs))
-        return None if ulp > CLOSE_ULP else (
-            "same values" if ulp == 0 else f"values within {ulp:.2g} ulp")
-
-    found = _measured_rewrite(capture_, p, line, target, first, code, agree, min_time)
+    found = _measured_rewrite(capture_, p, line, target, first, code, _close, min_time)
     if found is not None:
         found["note"] = (f"NumPy computes ** {p.power} with the C library's pow per element; "
                          "the products round once each")
@@ -902,28 +913,16 @@ def _check_exp(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | No
     ``np.exp(x * log(c))``, ``log(c)`` written as a Python float (a NumPy scalar would make a
     float32 ``x`` float64): within :data:`CLOSE_ULP` of the power on the user's values (the
     product's rounding grows with ``|x log c|``: large exponents fail the check)."""
-    parsed = _line_target(capture_, p)
+    parsed = _float_operand(capture_, p)
     if parsed is None:
         return None
     line, target = parsed
-    values = _operand_values(capture_, [p.operands["x"]]) if _plain(p.operands["x"]) else None
-    if values is None or type(values[0]) is not np.ndarray \
-            or values[0].dtype.kind != "f" or values[0].size < 2:
-        return None
     x = ast.unparse(p.operands["x"])  # evaluated once, as in the power
     if not isinstance(p.operands["x"], (ast.Name, ast.Attribute, ast.Subscript)):
         x = f"({x})"
     code = f"np.exp({x} * {math.log(p.base)!r})"
 
-    def agree(ours, theirs):
-        if not (isinstance(ours, np.ndarray) and isinstance(theirs, np.ndarray)
-                and ours.dtype == theirs.dtype and ours.shape == theirs.shape):
-            return None
-        ulp = max_ulp(ours, theirs)
-        return None if ulp > CLOSE_ULP else (
-            "same values" if ulp == 0 else f"values within {ulp:.2g} ulp")
-
-    found = _measured_rewrite(capture_, p, line, target, "", code, agree, min_time)
+    found = _measured_rewrite(capture_, p, line, target, "", code, _close, min_time)
     if found is not None:
         found["note"] = (f"{math.log(p.base)!r} is log({p.base:g}); NumPy computes a number "
                          "to an array's powers with the C library's pow per element, and exp "
@@ -1144,31 +1143,19 @@ def _check_gathered(capture_: LineCapture, p: _Pattern, min_time: float) -> dict
     return found
 
 
+#: the patterns with checks of their own, by the field of :class:`_Pattern` that marks them
+_CHECKS = (("gathered", _check_gathered), ("power", _check_power), ("matmul", _check_matmul),
+           ("base", _check_exp), ("scatter", _check_add_at), ("rolls", _check_roll),
+           ("quantiles", _check_quantiles), ("count", _check_count), ("top", _check_top),
+           ("unique", _check_unique), ("contraction", _check_contraction),
+           ("table", _check_table))
+
+
 def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
-    if p.gathered:
-        return _check_gathered(capture_, p, min_time)
-    if p.power:
-        return _check_power(capture_, p, min_time)
-    if p.matmul:
-        return _check_matmul(capture_, p, min_time)
-    if p.base:
-        return _check_exp(capture_, p, min_time)
-    if p.scatter:
-        return _check_add_at(capture_, p, min_time)
-    if p.rolls is not None:
-        return _check_roll(capture_, p, min_time)
-    if p.quantiles is not None:
-        return _check_quantiles(capture_, p, min_time)
-    if p.count:
-        return _check_count(capture_, p, min_time)
-    if p.top is not None:
-        return _check_top(capture_, p, min_time)
-    if p.unique is not None:
-        return _check_unique(capture_, p, min_time)
-    if p.contraction is not None:
-        return _check_contraction(capture_, p, min_time)
-    if p.table is not None:
-        return _check_table(capture_, p, min_time)
+    for marked, check in _CHECKS:
+        if getattr(p, marked):
+            return check(capture_, p, min_time)
+    # the ReLU family: a registered kernel with the pattern's values
     found_values = _operand_values(capture_, p.operands.values())
     if found_values is None or not all(isinstance(v, np.ndarray) and v.dtype.kind == "f"
                                        for v in found_values):
