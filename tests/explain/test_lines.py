@@ -339,13 +339,18 @@ def test_a_number_to_an_arrays_powers_gets_its_exp_form(monkeypatch, dtype):
     found = _check(LineCapture("f.py", 1, code, patterns, env), patterns[0], 0.001)
     assert found["statement"] == "y = s * np.exp(g / 20.0 * 2.302585092994046)"
     assert found["values"].startswith(("values within", "same values"))
+    assert found["values"].endswith(("each element", "same values"))
     assert eval(found["statement"][4:].replace("s * ", ""), env).dtype == dtype
 
 
-def test_a_power_whose_exp_form_is_not_close_is_left_alone(monkeypatch):
-    # 10 ** 300: the product's rounding is 690 times the exponent's: far past a few ulp
+@pytest.mark.parametrize("e", [
+    np.linspace(250.0, 300.0, 1001),  # the product's rounding: 690 ulp of 10 ** 300
+    np.array([2.0, -20.0]),  # 10 ** -20: 52 ulp of its own value, 3 of the largest
+    np.arange(10.0),  # exact powers of ten: a cast to int would turn 999.99... into 999
+])
+def test_a_power_whose_exp_form_is_not_close_is_left_alone(monkeypatch, e):
     _fake_timing(monkeypatch)
-    env = {"np": np, "e": np.linspace(250.0, 300.0, 1001)}
+    env = {"np": np, "e": e}
     code = "y = 10.0 ** e"
     patterns = [p for p in _patterns(ast.parse(code)) if p.base]
     assert _check(LineCapture("f.py", 1, code, patterns, env), patterns[0], 0.001) is None
@@ -447,13 +452,38 @@ def test_a_scatter_add_gets_its_bincount_form_and_leaves_the_array_alone(monkeyp
     v = rng.standard_normal((400, *shape[1:]))
     kept = out.copy()
     found = _scatter({"out": out, "dst": dst, "v": v})
-    assert found is not None and found["statement"].startswith("out += np.bincount(")
+    assert found is not None and found["statement"].startswith("np.add(out, np.bincount(")
+    assert found["statement"].endswith(", out=out)")  # no "out +=": out stays a global
     assert found["values"].startswith(("same values", "values within the rounding"))
     assert np.array_equal(out, kept)  # the check ran on copies
     expected = out.copy()
     np.add.at(expected, dst, v)
     exec(found["statement"], {"np": np, "out": out, "dst": dst, "v": v})
     assert np.allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_a_scatter_adds_flat_positions_do_not_wrap_in_a_narrow_index_type(monkeypatch):
+    # uint8 rows times 16 columns wraps at 256: the positions are computed in intp
+    _fake_timing(monkeypatch)
+    out, dst = np.zeros((300, 16)), np.array([3, 9], np.uint8)
+    found = _scatter({"out": out, "dst": dst, "v": np.ones((2, 16))})
+    later = np.array([20, 250], np.uint8)
+    exec(found["statement"], {"np": np, "out": out, "dst": later, "v": np.ones((2, 16))})
+    assert out[[20, 250]].sum() == 32 and out.sum() == 32
+
+
+def test_a_scatter_add_into_nan_keeps_its_nan(monkeypatch):
+    _fake_timing(monkeypatch)
+    out = np.zeros(5)
+    out[2] = np.nan
+    assert _scatter({"out": out, "dst": np.array([1, 2, 2]), "v": np.ones(3)}) is not None
+
+
+@pytest.mark.parametrize("code", ["y = x * 2 if ok else np.roll(x, 1, 0, 5)",
+                                  "y = 10000000000000000000000000000000000000000" + "0" * 300
+                                  + " ** x"])
+def test_syntax_the_patterns_did_not_foresee_gives_no_pattern_and_no_error(code):
+    _patterns(ast.parse(code))
 
 
 @pytest.mark.parametrize("env", [

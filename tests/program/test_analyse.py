@@ -167,13 +167,34 @@ def test_the_arrays_a_lines_function_writes_are_found(tmp_path):
     ("y = helper(a)", False),  # the user's own function: its lines are its own rows
     ("y = math.exp(x)", True),  # another library's
     ("y = make()(a)", False),  # not readable without running something
+    ("m = Model(3)", False),  # the user's class, constructed
+    ("m = Model.build(3)", False),  # the user's classmethod
+    ("m = Model.make(3)", False),  # the user's staticmethod
+    ("y = bound(a)", False),  # a partial of the user's function
+    ("y = Fraction(1, 3)", True),  # another library's class
 ])
 def test_a_line_calls_work_the_tracer_cannot_see(code, unseen):
+    import functools
     import math
+    from fractions import Fraction
     ns = {"np": np, "rng": np.random.default_rng(0), "math": math, "a": np.ones(3),
           "out": np.zeros(3), "i": np.arange(3), "v": np.ones(3), "n": 3, "x": 1.0,
-          "helper": _user_function(), "make": lambda: None}
+          "helper": _user_function(), "make": lambda: None, "Model": _Model,
+          "bound": functools.partial(_user_function(), ), "Fraction": Fraction}
     assert _unseen_calls(ast.parse(code), ns) is unseen
+
+
+class _Model:
+    def __init__(self, n):
+        self.n = n
+
+    @classmethod
+    def build(cls, n):
+        return cls(n)
+
+    @staticmethod
+    def make(n):
+        return _Model(n)
 
 
 def _user_function():

@@ -298,10 +298,13 @@ def _scalar_power(node: ast.expr) -> tuple[float, ast.expr] | None:
     in the line (not 1): NumPy calls the C library's ``pow`` per element, several times the
     cost of ``exp`` of a product, which NumPy runs vectorised."""
     c, x = _power(node) or (None, None)
-    if isinstance(c, ast.Constant) and type(c.value) in (int, float) and c.value > 0 \
-            and c.value != 1 and math.isfinite(c.value):
-        return float(c.value), x
-    return None
+    if not (isinstance(c, ast.Constant) and type(c.value) in (int, float)):
+        return None
+    try:
+        base = float(c.value)
+    except OverflowError:  # an integer past float's range
+        return None
+    return (base, x) if base > 0 and base != 1 and math.isfinite(base) else None
 
 
 def _add_at(node: ast.expr) -> tuple[ast.Name, ast.expr, ast.expr] | None:
@@ -325,6 +328,8 @@ def _roll_args(node: ast.expr) -> tuple[ast.expr, ast.expr, ast.expr] | None:
             and not any(isinstance(a, ast.Starred) for a in node.args)):
         return None
     args = list(node.args)
+    if len(args) > 3:
+        return None
     keywords = {k.arg: k.value for k in node.keywords}
     if None in keywords or set(keywords) - {"shift", "axis"}:
         return None
@@ -517,7 +522,10 @@ def capture(filename: str, line: int, f_globals: dict, f_locals: dict,
         tree = ast.parse(code)
     except SyntaxError:  # a line of a longer statement: not recognised
         return None
-    patterns = _patterns(tree)
+    try:
+        patterns = _patterns(tree)
+    except Exception:  # syntax a pattern's parse did not foresee: no rewrite, the run goes on
+        return None
     if not patterns:
         return None
     env = {k: unwrap(v) for scope in (f_globals, f_locals) for k, v in scope.items()}
@@ -870,16 +878,17 @@ def _operand_values(capture_: LineCapture, nodes) -> list | None:
         return None
 
 
-def _float_operand(capture_: LineCapture, p: _Pattern) -> tuple[ast.Module, ast.expr] | None:
-    """The line and the pattern's node in it (:func:`_line_target`) where its operand ``x``
-    makes no call and is a float array of two elements or more; else None."""
+def _float_operand(capture_: LineCapture, p: _Pattern
+                   ) -> tuple[ast.Module, ast.expr, np.ndarray] | None:
+    """The line, the pattern's node in it (:func:`_line_target`) and its operand ``x``'s
+    value, where ``x`` makes no call and is a float array of two elements or more."""
     parsed = _line_target(capture_, p)
     values = (_operand_values(capture_, [p.operands["x"]])
               if parsed is not None and _plain(p.operands["x"]) else None)
     if values is None or type(values[0]) is not np.ndarray \
             or values[0].dtype.kind != "f" or values[0].size < 2:
         return None
-    return parsed
+    return (*parsed, values[0])
 
 
 def _close(ours, theirs) -> str | None:
@@ -892,13 +901,35 @@ def _close(ours, theirs) -> str | None:
         "same values" if ulp == 0 else f"values within {ulp:.2g} ulp")
 
 
+#: how far ``np.exp(x * log c)`` may be from ``c ** x``, in ulp of each element: the product
+#: rounds to half an ulp of ``x log c``, which the exponential turns into ``|x log c| / 2`` ulp
+#: of the result (10 ** (dB / 20) over -40..0 dB: 5 ulp; 10 ** -20: 52 ulp, refused)
+EXP_ULP = 16
+
+
+def _close_each(ours, theirs) -> str | None:
+    """How two float results of one shape and dtype agree, each element within
+    :data:`EXP_ULP` of its own value's spacing (NaN and infinities where the other's are)."""
+    if not (isinstance(ours, np.ndarray) and isinstance(theirs, np.ndarray)
+            and ours.dtype == theirs.dtype and ours.dtype.kind == "f"
+            and ours.shape == theirs.shape):
+        return None
+    finite = np.isfinite(theirs)
+    if not np.array_equal(ours[~finite], theirs[~finite], equal_nan=True):
+        return None
+    o, t = ours[finite], theirs[finite]
+    ulp = float(np.max(np.abs(o - t) / np.spacing(np.abs(t)))) if t.size else 0.0
+    return None if not ulp <= EXP_ULP else (
+        "same values" if ulp == 0 else f"values within {ulp:.2g} ulp, each element")
+
+
 def _check_power(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
     """``x ** 3`` (or 4) of a float array against ``x * x * x``: within :data:`CLOSE_ULP`
     of the power (each product rounds once)."""
     parsed = _float_operand(capture_, p)
     if parsed is None:
         return None
-    line, target = parsed
+    line, target, _ = parsed
     first, codes = _hoisted(capture_, line, p.operands)
     code = " * ".join([codes["x"]] * p.power)
     found = _measured_rewrite(capture_, p, line, target, first, code, _close, min_time)
@@ -912,17 +943,22 @@ def _check_exp(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | No
     """``c ** x`` of a float array and a positive number ``c`` against
     ``np.exp(x * log(c))``, ``log(c)`` written as a Python float (a NumPy scalar would make a
     float32 ``x`` float64): within :data:`CLOSE_ULP` of the power on the user's values (the
-    product's rounding grows with ``|x log c|``: large exponents fail the check)."""
+    product's rounding grows with ``|x log c|``: large exponents fail the check), each element
+    against its own value (a tiny power is as exact as a large one). Not where ``c`` and
+    every ``x`` are integers: ``pow`` gives those powers exactly, and a cast to integers
+    after the line would turn 7.999... into 7."""
     parsed = _float_operand(capture_, p)
     if parsed is None:
         return None
-    line, target = parsed
+    line, target, x_value = parsed
+    finite = x_value[np.isfinite(x_value)]
+    if p.base.is_integer() and np.array_equal(finite, np.round(finite)):
+        return None
     x = ast.unparse(p.operands["x"])  # evaluated once, as in the power
     if not isinstance(p.operands["x"], (ast.Name, ast.Attribute, ast.Subscript)):
         x = f"({x})"
     code = f"np.exp({x} * {math.log(p.base)!r})"
-
-    found = _measured_rewrite(capture_, p, line, target, "", code, _close, min_time)
+    found = _measured_rewrite(capture_, p, line, target, "", code, _close_each, min_time)
     if found is not None:
         found["note"] = (f"{math.log(p.base)!r} is log({p.base:g}); NumPy computes a number "
                          "to an array's powers with the C library's pow per element, and exp "
@@ -957,9 +993,12 @@ def _check_add_at(capture_: LineCapture, p: _Pattern, min_time: float) -> dict |
         sums = f"np.bincount({i_code}, weights={v_code}, minlength={name}.shape[0])"
     else:
         row = f"{name}[0].size"
-        sums = (f"np.bincount(({i_code}[:, None] * {row} + np.arange({row})).ravel(), "
+        # the flat positions in intp: a narrow index type would wrap in the product
+        sums = (f"np.bincount(({i_code}.astype(np.intp)[:, None] * {row} "
+                f"+ np.arange({row})).ravel(), "
                 f"weights={v_code}.ravel(), minlength={name}.size).reshape({name}.shape)")
-    code = f"{name} += {sums}"
+    # into the array by out=: "a +=" would make a global or enclosing name a local
+    code = f"np.add({name}, {sums}, out={name})"
     compiled = compile(code, "<pattern>", "exec")
     ours, theirs = a.copy(), a.copy()
     np.add.at(theirs, i, v)
@@ -971,8 +1010,9 @@ def _check_add_at(capture_: LineCapture, p: _Pattern, min_time: float) -> dict |
     repeats = int(np.bincount(i).max()) + 1
     magnitude = np.abs(a).astype(np.float64)
     np.add.at(magnitude, i, np.abs(v).astype(np.float64))
-    if not (np.abs(ours.astype(np.float64) - theirs) <= repeats * np.finfo(a.dtype).eps
-            * magnitude).all():
+    close = np.abs(ours.astype(np.float64) - theirs) <= repeats * np.finfo(a.dtype).eps \
+        * magnitude
+    if not (close | (ours == theirs) | (np.isnan(ours) & np.isnan(theirs))).all():
         return None
     scope = {**capture_.env, "np": np, name: a.copy()}
     work = a.copy()

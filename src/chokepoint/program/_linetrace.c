@@ -118,7 +118,8 @@ now_ns(void)
 #ifdef __linux__
 #include <fcntl.h>
 #include <unistd.h>
-static int statm_fd = -2; /* /proc/self/statm, opened at the first read (-1: not readable) */
+static int statm_fd = -2;     /* /proc/self/statm, opened at the first read (-1: unreadable) */
+static pid_t statm_pid = 0;   /* the process that opened it: /proc/self is resolved at open */
 #endif
 
 /* the process's resident memory in bytes (0: not known here). The faults of a run that grows
@@ -130,8 +131,13 @@ rss_now(void)
 {
 #ifdef __linux__
     char text[96];
-    if (statm_fd == -2)
-        statm_fd = open("/proc/self/statm", O_RDONLY);
+    pid_t pid = getpid();
+    if (statm_fd == -2 || statm_pid != pid) { /* a forked child reads its own */
+        if (statm_fd >= 0 && statm_pid != pid)
+            close(statm_fd);
+        statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+        statm_pid = pid;
+    }
     if (statm_fd < 0)
         return 0;
     ssize_t n = pread(statm_fd, text, sizeof(text) - 1, 0);

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import inspect
 import linecache
 import math
@@ -212,6 +213,18 @@ def _unseen_callee(value: object) -> bool:
     """Whether a callee does work the tracer cannot see: a random generator's method, another
     library's function (NumPy's are traced; the builtins' and the user's own are not work of
     their own here)."""
+    if isinstance(value, (staticmethod, classmethod)):
+        value = value.__func__
+    while isinstance(value, functools.partial):
+        value = value.func
+    if inspect.isclass(value):  # a class's construction: its module's, or the user's own
+        module = value.__module__ or ""
+        if module.split(".")[0] in ("numpy", "builtins", "chokepoint"):
+            return module.startswith("numpy.random")
+        try:
+            return not user_file(inspect.getfile(value))
+        except (TypeError, OSError):
+            return True
     owner = getattr(value, "__objclass__", None)  # a method of a class written in C
     bound = getattr(value, "__self__", None)
     if owner is None and bound is not None and not inspect.ismodule(bound):
@@ -532,13 +545,16 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     excess = max(first_gap, every)
     # of a first run's new pages, those it left resident the program keeps: touched once
     # whatever the code (a column of an array np.empty made, written first here)
-    kept = kept_share(stat.first_kept, new_bytes) if not again else 0.0
-    kept_s = max(0.0, excess) * kept
+    # (of the first run's gap only, and from as much growth as makes a first-use cause: the
+    # recorder's own copies grow the process by some KiB)
+    kept = (kept_share(stat.first_kept, new_bytes)
+            if not again and stat.first_kept >= FIRST_USE_BYTES else 0.0)
+    kept_s = max(0.0, first_gap) * kept
     if max(stat.peak_growth, new_bytes) >= FIRST_USE_BYTES \
-            and excess * (1 - kept) > as_written.iqr \
+            and excess - kept_s > as_written.iqr \
             and ((not again and first_s > FIRST_USE_RATIO * replay_s)
                  or program_run_s > FIRST_USE_RATIO * run_s):
-        causes.append(Cause("allocation", ledger.take(excess * (1 - kept)),
+        causes.append(Cause("allocation", ledger.take(excess - kept_s),
                             {"first_run_s": first_s, "replay_s": replay_s, "run_s": line_s,
                              "peak_growth": stat.peak_growth, "new_bytes": new_bytes,
                              "kept_bytes": stat.first_kept, "first_touch_s": excess,

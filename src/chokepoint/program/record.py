@@ -335,7 +335,7 @@ class LineStat(Counts):
     #: whatever the code computing it)
     first_kept: int = 0
     #: its own time where the hook's price in it is uncertain (0 otherwise): as recorded,
-    #: where the hook's calls into its library functions were most of it (a per-call price
+    #: where the hook's calls into its library functions were a third of it or more (a price
     #: calibrated on other functions, on a machine whose speed drifts); with the price taken
     #: out, where its runs were short and many (the traced interpreter is slower on every
     #: instruction, which the price per event misses: a 189 ns condition recorded at 340 ns

@@ -249,7 +249,8 @@ def _loops(rows: list[dict]) -> list[dict]:
 
 def uncertain(recorded_ns: int, taken_ns: int, library_ns: float, hits: int) -> str:
     """Why a line's recorded time, ``taken_ns`` once the hook's price is taken out, is
-    uncertain: "library" where the hook's calls into library functions were most of it,
+    uncertain: "library" where the hook's calls into library functions were priced at
+    :data:`HOOK_UNCERTAIN` of it or more,
     "interpreter" where its runs were many and short (the traced interpreter is slower on
     every instruction), else "" (see :attr:`.record.LineStat.recorded_ns`)."""
     if recorded_ns > 0 and library_ns >= HOOK_UNCERTAIN * recorded_ns:
