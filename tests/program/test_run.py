@@ -290,6 +290,24 @@ def test_a_loop_of_untraced_calls_on_small_arrays_is_per_call_overhead(tmp_path)
         assert not any(c.get("opaque_s") for c in lines[work]["causes"]), lines[work]
 
 
+def test_a_loop_of_an_untraced_call_alone_is_per_call_overhead(tmp_path, roof):
+    # a Markov chain's step: no traced call at all (the row P[state] is a view), one
+    # generator call on small data: its fixed cost, not work whose floor is unknown
+    path = _program(tmp_path, """\
+        import numpy as np
+        rng = np.random.default_rng(0)
+        P = np.full((50, 50), 1 / 50)
+        state = 0
+        for t in range(3000):
+            state = rng.choice(50, p=P[state])
+        """)
+    report = run_program(path, roof=roof, budget_s=20)
+    line = next(r for r in report.lines if r["source"].endswith(":6"))
+    assert line["cause"] == "overhead", (line["causes"], line["why_not"])
+    assert line["causes"][0]["opaque_s"] > 0.5 * line["causes"][0]["per_hit_s"]
+    assert line["recoverable_s"] > 0.5 * line["time_s"]
+
+
 def test_the_program_runs_without_numba_or_the_analysis_imported(tmp_path, cached_roof):
     # their imports move glibc's thresholds (numba's halved a Jacobi loop's page faults)
     path = _program(tmp_path, """\

@@ -201,8 +201,9 @@ def _small_data(tree: ast.AST, ns: dict, result: object) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             for arg in [*node.args, *(k.value for k in node.keywords)]:
-                if isinstance(arg, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Compare)):
-                    continue
+                if isinstance(arg, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Compare,
+                                    ast.Subscript)):
+                    continue  # traced (the caller judges those operations' results)
                 known, value = _argument(arg, ns)
                 if not known or not _small(value):
                     return False
@@ -671,8 +672,10 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     # calls the tracer does not see (a random generator's method, a compiled library's
     # function) on small arrays only: what they took is their fixed cost, not work
     opaque = 0.0
-    if (timed and len(small) == len(timed) and not replay.arguments
-            and peak[0] <= OPAQUE_NEW_BYTES and _small_data(st.tree, ns, tr.result)):
+    # (no traced call at all: rng.choice(n, p=P[state]), whose row the tracer saw as a view)
+    if (len(small) == len(timed) and all(_small(op.result) for op in tr.ops)
+            and not replay.arguments and peak[0] <= OPAQUE_NEW_BYTES
+            and _small_data(st.tree, ns, tr.result)):
         calls = sum(isinstance(node, ast.Call) for node in ast.walk(st.tree))
         opaque = min(max(0.0, replay_s - ops_s - interpreter), calls * OPAQUE_CALL_S)
     overhead = min(replay_s, per_call + interpreter + opaque)

@@ -157,14 +157,16 @@ def cause_evidence(cause: dict) -> str:
         if cause.get("header"):
             return (f"the interpreter's work of looping: {hits} iterations, "
                     f"{_ms(cause['seconds'] / max(hits, 1))} each")
-        opaque = (f", and {_ms(cause['opaque_s'])} in calls chokepoint does not trace, whose "
-                  "arguments and value are small" if cause.get("opaque_s") else "")
+        parts = ([f"{cause['calls']} NumPy call(s) at about {_ms(cause['call_s'])} each, "
+                  "their fixed cost or their whole time on small data"] if cause["calls"] else [])
+        if cause.get("opaque_s"):
+            parts.append(f"{_ms(cause['opaque_s'])} in calls chokepoint does not trace, whose "
+                         "arguments and value are small")
         return (f"{_runs(hits)} at {_ms(cause.get('run_per_hit_s', cause['per_hit_s']))} each "
                 f"({_ms(cause['per_hit_s'])} replayed), of which "
-                f"{_ms(cause['overhead_s'])} is interpreter and per-call overhead "
-                f"({cause['calls']} NumPy call(s) at about {_ms(cause['call_s'])} each, their "
-                f"fixed cost or their whole time on small data{opaque}) and "
-                f"{_ms(cause['work_s'])} the arrays' own work")
+                f"{_ms(cause['overhead_s'])} is interpreter and per-call overhead"
+                + (f" ({', and '.join(parts)})" if parts else "")
+                + f" and {_ms(cause['work_s'])} the arrays' own work")
     return cause.get("evidence", "")
 
 
