@@ -12,6 +12,7 @@ from chokepoint.explain.lines import (
     _contraction,
     _einsum_spec,
     _gathered_operands,
+    _iterated_arrays,
     _nested_roll,
     _patterns,
     _product,
@@ -564,3 +565,46 @@ def test_order_statistics_in_a_comprehension_are_left_alone(monkeypatch):
     env = {"np": np, "f": np.random.default_rng(0).random(101)}
     patterns = [p for p in _patterns(ast.parse(code)) if p.quantiles]
     assert _check(LineCapture("f.py", 1, code, patterns, env), patterns[0], 0.001) is None
+
+
+@pytest.mark.parametrize("code, found", [
+    ("c = np.array([code_of[x] for x in labels])", ["labels"]),
+    ("d = {k: i for i, k in enumerate(cats)}", ["cats"]),
+    ("t = {(a, b): c for a, b, c in zip(xs, ys, cs)}", ["xs", "ys", "cs"]),
+    ("s = sum(x * x for x in v[1:])", ["v[1:]"]),
+    ("c = [f(x) for x in make()]", []),  # a call: evaluated again by the check
+    ("c = [x for x in range(10)]", []),
+])
+def test_the_arrays_a_comprehension_iterates_are_found(code, found):
+    assert [ast.unparse(n) for n in _iterated_arrays(ast.parse(code))] == found
+
+
+def _tolist(code, env):
+    patterns = [p for p in _patterns(ast.parse(code)) if p.iterated]
+    return _check(LineCapture("f.py", 1, code, patterns, {"np": np, **env}), patterns[0],
+                  0.001)
+
+
+@pytest.mark.parametrize("code, env, statement", [
+    ("c = np.array([code_of[x] for x in labels])",
+     {"labels": np.array(["a", "b", "a"]), "code_of": {"a": 0, "b": 1}},
+     "c = np.array([code_of[x] for x in labels.tolist()])"),
+    ("d = {k: i for i, k in enumerate(cats)}", {"cats": np.array(["x", "y"])},
+     "d = {k: i for i, k in enumerate(cats.tolist())}"),
+    ("s = sum(x * x for x in v)", {"v": np.linspace(0, 1, 11)},
+     "s = sum((x * x for x in v.tolist()))"),
+])
+def test_a_comprehension_over_an_array_iterates_its_list(monkeypatch, code, env, statement):
+    _fake_timing(monkeypatch)
+    found = _tolist(code, env)
+    assert found["statement"] == statement and found["values"] == "same values"
+
+
+@pytest.mark.parametrize("env", [
+    {"v": np.linspace(0, 1, 11, dtype=np.float32)},  # float32 products round otherwise
+    {"v": np.arange(10, dtype=np.int8) * 20},  # int8 wraps where Python's ints do not
+    {"v": np.ones((3, 2))},  # rows: lists, not arrays
+])
+def test_a_comprehension_python_computes_otherwise_is_left_alone(monkeypatch, env):
+    _fake_timing(monkeypatch)
+    assert _tolist("s = [x * x for x in v]", env) is None

@@ -31,7 +31,10 @@ user's values). ``np.add.at(a, i, v)`` adds element by element; ``a += np.bincou
 the same positions sums them in one pass (3.3x on 200,000 rows of 16 here). Two nested
 ``np.roll`` calls copy the array twice; one call takes both shifts and axes. Two order
 statistics of one array, ``np.percentile(f, 99) - np.percentile(f, 1)``, partition it twice;
-``np.percentile(f, [99, 1])`` selects both in one call, with the same values.
+``np.percentile(f, [99, 1])`` selects both in one call, with the same values. A comprehension
+over a 1-D array (``[code_of[x] for x in labels]``, ``enumerate(a)``, ``zip(a, b)``) makes a
+NumPy scalar of each element; over ``labels.tolist()`` Python's own, in one call (1.6x on
+200,000 labels here), where the dtype is one Python computes alike and the value is equal.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from ..kernels.adaptive import settle
 from ..measure.timer import measure_interleaved
 from .rewrite import CLOSE_ULP, FASTER, find_rewrite, max_ulp
 
-__all__ = ["LineCapture", "capture", "line_rewrites"]
+__all__ = ["LineCapture", "capture", "line_rewrites", "python_alike"]
 
 
 @dataclass
@@ -75,6 +78,7 @@ class _Pattern:
     scatter: bool = False  # ``np.add.at(a, i, v)`` (operands ``a``, ``i``, ``v``): bincount
     rolls: tuple | None = None  # ``np.roll(np.roll(a, s, 0), t, 1)``: (shifts, axes), one roll
     quantiles: list | None = None  # ``np.percentile(a, 99) - np.percentile(a, 1)``: one call
+    iterated: list | None = None  # ``[d[x] for x in a]``: ``for x in a.tolist()``
 
 
 @dataclass
@@ -383,6 +387,38 @@ def _quantile_calls(tree: ast.AST) -> list[ast.Call] | None:
     return found if len(found) >= 2 else None
 
 
+def python_alike(tree: ast.AST) -> set[np.dtype]:
+    """The dtypes whose values Python's numbers compute with alike in this line: 64-bit
+    floats, integers and complex numbers (narrower ones wrap or round where Python's do not),
+    and booleans unless the line inverts one (``~`` of Python's True is -2)."""
+    alike = {np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.complex128)}
+    if not any(isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Invert)
+               for n in ast.walk(tree)):
+        alike.add(np.dtype(bool))
+    return alike
+
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _iterated_arrays(tree: ast.AST) -> list[ast.expr]:
+    """The expressions a comprehension of the statement iterates over that may be arrays:
+    ``for x in a``, and the arguments of ``enumerate(a)`` and ``zip(a, b)`` there (without
+    calls: the check evaluates them again)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, _COMPREHENSIONS):
+            for generator in node.generators:
+                it = generator.iter
+                if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) \
+                        and it.func.id in ("enumerate", "zip") and not it.keywords:
+                    candidates = it.args[:1] if it.func.id == "enumerate" else it.args
+                else:
+                    candidates = [it]
+                found += [c for c in candidates if not isinstance(c, ast.Starred) and _plain(c)]
+    return found
+
+
 def _product(node: ast.expr) -> tuple[ast.expr, ast.expr] | None:
     """``(A, B)`` of ``A @ B``, ``np.matmul(A, B)`` or ``np.dot(A, B)``."""
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
@@ -419,6 +455,10 @@ _ARITHMETIC = tuple(_OPERATORS)
 
 def _patterns(tree: ast.AST) -> list[_Pattern]:
     found = []
+    if iterated := _iterated_arrays(tree):
+        # a comprehension over an array makes a NumPy scalar of each element
+        found.append(_Pattern("tolist", {}, original=" and ".join(
+            ast.unparse(n) for n in iterated), iterated=iterated))
     if (calls := _quantile_calls(tree)) is not None:
         # order statistics of one array, one call each: one call selects them all
         found.append(_Pattern("quantiles", {"a": calls[0].args[0]},
@@ -1056,6 +1096,16 @@ def _check_roll(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | N
 def _same_results(ours, theirs) -> str | None:
     """"same values" where two results (arrays, NumPy or Python numbers, or tuples of them)
     have equal values, shapes and dtypes."""
+    def python(x) -> bool:  # Python's containers and numbers (NumPy's numbers: below)
+        return isinstance(x, (list, dict, set)) or (
+            isinstance(x, (int, float, complex, str)) and not isinstance(x, np.generic))
+
+    if python(ours) or python(theirs):
+        try:  # Python's numbers against NumPy's: equal where their values are
+            same = type(ours) is type(theirs) and bool(ours == theirs)
+        except (TypeError, ValueError):  # elements that are arrays: no single truth
+            return None
+        return "same values" if same else None
     ours, theirs = (x if isinstance(x, tuple) else (x,) for x in (ours, theirs))
     if len(ours) != len(theirs):
         return None
@@ -1067,6 +1117,72 @@ def _same_results(ours, theirs) -> str | None:
                 o, t, equal_nan=o.dtype.kind in "fc"):
             return None
     return "same values"
+
+
+def _statement_value(capture_: LineCapture) -> tuple[ast.Module, ast.expr] | None:
+    """The captured line parsed and its one statement's value (an assignment's, a return's,
+    an expression's), where it has one."""
+    try:
+        line = ast.parse(capture_.code)
+    except SyntaxError:
+        return None
+    body = line.body[0] if len(line.body) == 1 else None
+    if not isinstance(body, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return)) \
+            or body.value is None:
+        return None
+    return line, body.value
+
+
+def _check_tolist(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    """A statement whose comprehension iterates over 1-D arrays of dtypes Python computes
+    alike (:func:`python_alike`, and strings), each element a NumPy scalar, against the same
+    with ``.tolist()`` of each: Python's own objects, made in one call. The same values, where
+    the statement's value compares equal (a generator consumed by its call included; a NumPy
+    number as the Python number of its value)."""
+    parsed = _statement_value(capture_)
+    if parsed is None:
+        return None
+    line, value = parsed
+    arrays = _operand_values(capture_, p.iterated)
+    alike = python_alike(line)
+    if arrays is None or not all(
+            type(a) is np.ndarray and a.ndim == 1 and a.size >= 2
+            and (a.dtype in alike or a.dtype.kind == "U") for a in arrays):
+        return None
+    codes = {ast.unparse(n) for n in p.iterated}
+    rewritten = ast.parse(ast.unparse(value), mode="eval").body
+    for node in list(ast.walk(rewritten)):
+        if isinstance(node, _COMPREHENSIONS):
+            for generator in node.generators:
+                _tolist_iter(generator, codes)
+    def agree(ours, theirs):  # a sum of the elements: a Python number where NumPy's was
+        return _same_results(*(x.item() if isinstance(x, np.generic) else x
+                               for x in (ours, theirs)))
+
+    found = _measured_rewrite(capture_, p, line, value, "", ast.unparse(rewritten), agree,
+                              min_time)
+    if found is not None:
+        found["note"] = ("iterating over an array makes a NumPy scalar of each element; "
+                         ".tolist() makes Python's own in one call (what the line computes "
+                         "from them is Python's numbers too)")
+    return found
+
+
+def _tolist_iter(generator: ast.comprehension, codes: set[str]) -> None:
+    """``.tolist()`` of the iterated arrays (named in ``codes``) of one ``for`` clause."""
+    def listed(node: ast.expr) -> ast.expr:
+        if ast.unparse(node) not in codes:
+            return node
+        return ast.Call(func=ast.Attribute(value=node, attr="tolist", ctx=ast.Load()),
+                        args=[], keywords=[])
+
+    it = generator.iter
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) \
+            and it.func.id in ("enumerate", "zip"):
+        it.args = [listed(a) for a in it.args[:1]] + (
+            it.args[1:] if it.func.id == "enumerate" else [listed(a) for a in it.args[1:]])
+    else:
+        generator.iter = listed(it)
 
 
 def _check_quantiles(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
@@ -1188,7 +1304,7 @@ _CHECKS = (("gathered", _check_gathered), ("power", _check_power), ("matmul", _c
            ("base", _check_exp), ("scatter", _check_add_at), ("rolls", _check_roll),
            ("quantiles", _check_quantiles), ("count", _check_count), ("top", _check_top),
            ("unique", _check_unique), ("contraction", _check_contraction),
-           ("table", _check_table))
+           ("table", _check_table), ("iterated", _check_tolist))
 
 
 def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:

@@ -31,7 +31,7 @@ from ..explain.api import (
     rewrite_into,
 )
 from ..explain.findings import derive_findings
-from ..explain.lines import line_rewrites
+from ..explain.lines import line_rewrites, python_alike
 from ..explain.model import build_model
 from ..explain.probes import ProbeSettings, clear_after_three, significant
 from ..explain.rewrite import slice_assignment, statement_part
@@ -735,7 +735,7 @@ def python_numbers(ns: dict, tree: ast.AST) -> dict[str, object]:
     ``np.bool_``, ``np.complex128``: Python's own number types compute the same), as the
     Python numbers of the same values: NumPy's scalar arithmetic costs many times Python's
     (each operation a ufunc's dispatch)."""
-    allowed = _python_alike(tree)
+    allowed = python_alike(tree)
     return {n: ns[n].item() for n in sorted(_read_names(tree))
             if isinstance(ns.get(n), np.generic) and ns[n].dtype in allowed}
 
@@ -746,17 +746,6 @@ def _read_names(tree: ast.AST) -> set[str]:
             and isinstance(n.ctx, ast.Load)}
     return read | {n.target.id for n in ast.walk(tree)
                    if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
-
-
-def _python_alike(tree: ast.AST) -> set[np.dtype]:
-    """The dtypes whose values Python's numbers compute with alike in this line: 64-bit
-    floats, integers and complex numbers (narrower ones wrap or round where Python's do not),
-    and booleans unless the line inverts one (``~`` of Python's True is -2)."""
-    alike = {np.dtype(np.float64), np.dtype(np.int64), np.dtype(np.complex128)}
-    if not any(isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Invert)
-               for n in ast.walk(tree)):
-        alike.add(np.dtype(bool))
-    return alike
 
 
 @contextlib.contextmanager
@@ -798,11 +787,12 @@ def _valued(st: _statements.Statement) -> _statements.Statement | None:
 def python_lists(ns: dict, tree: ast.AST) -> dict[str, int]:
     """The arrays the line reads only one element at a time (every use of the name ``a[i]``
     or ``a[i, j]``: an index per axis, each an integer or names bound to integers), of the
-    dtypes Python computes alike (:func:`_python_alike`), at most :data:`LIST_MAX` elements:
-    name -> its number of axes. As nested lists (``tolist()``) they are indexed at a
-    fraction of an array's cost, whose every element read makes a NumPy scalar."""
+    dtypes Python computes alike (:func:`~chokepoint.explain.lines.python_alike`), at most
+    :data:`LIST_MAX` elements: name -> its number of axes. As nested lists (``tolist()``)
+    they are indexed at a fraction of an array's cost, whose every element read makes a NumPy
+    scalar."""
     parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    allowed = _python_alike(tree)
+    allowed = python_alike(tree)
     found: dict[str, bool] = {}
     for node in ast.walk(tree):
         if not isinstance(node, ast.Name):
