@@ -593,7 +593,8 @@ def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: 
     rewrite = {"statement": code, "predicted_s": roof.floor_seconds(nbytes),
                "measured_s": after.median, "speedup": before.median / after.median,
                "note": (f"its first call compiled in {compile_s:.2g} s (cached on disk "
-                        "afterwards)"), "fused": True, "max_ulp": ulp, "values": same}
+                        "afterwards)"), "fused": True, "max_ulp": ulp, "values": same,
+               "first_call_s": compile_s}
     passes = _passes(fused.plans[0])
     said = "one pass" if passes == 1 else f"{passes} passes (a reduction first)"
     return rewrite, f"{code}: {said}, measured {rewrite['speedup']:.1f}x faster ({same})"

@@ -636,7 +636,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
               else [])
     rewrite_out = _rewrite(found_rewrite,
                            in_lines + [block_rewrite] * bool(block_rewrite) + joined,
-                           replay_s, stat, line_s)
+                           replay_s, stat, line_s, notes)
 
     # 4. the operations alone (explain's per-operation probes on those that matter)
     late = time.perf_counter() > deadline
@@ -1057,11 +1057,13 @@ def _joined(stat: LineStat, producer: Callable[[str], LineStat | None], inputs: 
 
 
 def _rewrite(found: dict | None, in_lines: list[dict], replay_s: float, stat: LineStat,
-             line_s: float) -> dict | None:
+             line_s: float, notes: list[str] | None = None) -> dict | None:
     """The measured rewrite of the line that saves the most, with what it saves over the run
     (a rewrite of two lines, ``lines_s`` a run as written, what it saves of both, up to
     ``cap_s``; a rewrite of a part of the line, ``original_s`` that part's time, what the part
-    saves)."""
+    saves). A compiled rewrite (fuse) saves that less its first call in this process
+    (``first_call_s``: compiling, or loading numba's cache); where that leaves nothing, it is
+    not proposed and ``notes`` says why."""
     # the ratio measured beside the replay, applied to a run as the program took it where that
     # was less: a replay on fresh pages can take longer (a heat step's line replayed in 2.9 ms
     # for 1.2 ms a run in the program, and its rewrite "saved" the whole line)
@@ -1070,7 +1072,8 @@ def _rewrite(found: dict | None, in_lines: list[dict], replay_s: float, stat: Li
     if found is not None and found["speedup"] >= FASTER:
         candidates.append({"code": found["statement"], "speedup": found["speedup"],
                            "measured_s": found["measured_s"],
-                           "values": found.get("values", ""), "note": found.get("note", "")})
+                           "values": found.get("values", ""), "note": found.get("note", ""),
+                           "first_call_s": found.get("first_call_s")})
     for r in in_lines:
         if r.get("speedup", 0) >= FASTER:
             candidates.append({"code": r["statement"], "speedup": r["speedup"],
@@ -1103,6 +1106,19 @@ def _rewrite(found: dict | None, in_lines: list[dict], replay_s: float, stat: Li
         else:
             per_hit = run_s - run_s / c["speedup"]
         c["saved_s"] = min(cap_s if cap_s is not None else line_s, per_hit * stat.hits)
+        first_call = c.get("first_call_s")
+        if first_call is None:
+            c.pop("first_call_s", None)
+        elif c["saved_s"] <= first_call:
+            if notes is not None:
+                notes.append(f"a compiled rewrite measured {c['speedup']:.1f}x faster "
+                             f"({c['code']}), but its first call took "
+                             f"{format_seconds(first_call)} here (compiling, or loading "
+                             f"numba's cache), more than its {stat.hits} run(s) would save "
+                             f"({format_seconds(c['saved_s'])})")
+            continue
+        else:
+            c["saved_s"] -= first_call
         if best is None or c["saved_s"] > best_saved:
             best, best_saved = c, c["saved_s"]
     return best
