@@ -39,16 +39,16 @@ def test_a_rewrite_saves_its_ratio_of_the_smaller_of_replay_and_program_run(repl
     assert best["saved_s"] < 0.4  # never the whole line for a 2x rewrite
 
 
-def test_a_compiled_rewrite_saves_what_is_left_after_its_first_call():
-    # 13x on a line run once (240 ms): 221 ms a run, less 0.25 s for the first call: nothing,
-    # and the line says why; run 400 times (0.4 s), half of it less the first call
+def test_a_compiled_rewrite_of_a_line_run_once_must_pay_for_its_first_call():
+    # 13x on a line run once (240 ms) saves 221 ms, less than its 0.25 s first call: not
+    # proposed, and the line says why; a loop's keeps its saving, its first call beside it
     notes = []
     once = {**_found(13.0), "first_call_s": 0.25}
     assert _rewrite(once, [], 0.24, SimpleNamespace(hits=1), line_s=0.24, notes=notes) is None
-    assert "first call took" in notes[0] and "1 run(s)" in notes[0]
+    assert "first call took" in notes[0] and "one run" in notes[0]
     many = {**_found(2.0), "first_call_s": 0.05}
     best = _rewrite(many, [], 1e-3, SimpleNamespace(hits=400), line_s=0.4, notes=[])
-    assert best["saved_s"] == pytest.approx(0.2 - 0.05) and best["first_call_s"] == 0.05
+    assert best["saved_s"] == pytest.approx(0.2) and best["first_call_s"] == 0.05
 
 
 def test_a_rewrite_not_faster_is_not_proposed():

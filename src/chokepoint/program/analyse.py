@@ -1061,9 +1061,10 @@ def _rewrite(found: dict | None, in_lines: list[dict], replay_s: float, stat: Li
     """The measured rewrite of the line that saves the most, with what it saves over the run
     (a rewrite of two lines, ``lines_s`` a run as written, what it saves of both, up to
     ``cap_s``; a rewrite of a part of the line, ``original_s`` that part's time, what the part
-    saves). A compiled rewrite (fuse) saves that less its first call in this process
-    (``first_call_s``: compiling, or loading numba's cache); where that leaves nothing, it is
-    not proposed and ``notes`` says why."""
+    saves). A compiled rewrite (fuse) of a line run once, whose one run saves less than the
+    rewrite's first call took in this process (``first_call_s``: compiling, or loading
+    numba's cache), is not proposed, and ``notes`` says why; in a loop its first call is said
+    beside what its runs save."""
     # the ratio measured beside the replay, applied to a run as the program took it where that
     # was less: a replay on fresh pages can take longer (a heat step's line replayed in 2.9 ms
     # for 1.2 ms a run in the program, and its rewrite "saved" the whole line)
@@ -1109,16 +1110,14 @@ def _rewrite(found: dict | None, in_lines: list[dict], replay_s: float, stat: Li
         first_call = c.get("first_call_s")
         if first_call is None:
             c.pop("first_call_s", None)
-        elif c["saved_s"] <= first_call:
+        elif stat.hits == 1 and c["saved_s"] <= first_call:
             if notes is not None:
                 notes.append(f"a compiled rewrite measured {c['speedup']:.1f}x faster "
                              f"({c['code']}), but its first call took "
                              f"{format_seconds(first_call)} here (compiling, or loading "
-                             f"numba's cache), more than its {stat.hits} run(s) would save "
+                             "numba's cache), more than the line's one run would save "
                              f"({format_seconds(c['saved_s'])})")
             continue
-        else:
-            c["saved_s"] -= first_call
         if best is None or c["saved_s"] > best_saved:
             best, best_saved = c, c["saved_s"]
     return best
