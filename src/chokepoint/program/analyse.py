@@ -44,7 +44,7 @@ from .blocked import blocked, largest_intermediate
 from .heap import available as reused_memory_available
 from .heap import fresh_memory, reused_memory
 from .joined import joined_distances
-from .record import LineStat
+from .record import PAGE_BYTES, LineStat
 from .replay import grown_name, is_simple_name_assign, prepare, run_once, timed_under
 from .strided import strided_line, timed_layouts
 
@@ -298,11 +298,6 @@ def _blas_limit():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-#: bytes a minor page fault maps (4 KiB pages; a huge page's fault maps more, and the growth
-#: it stands for then outnumbers the faults: nothing is priced, rather than too much)
-PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
 def kept_share(kept_bytes: int, new_bytes: int) -> float:
     """The share of a first run's first touches that fell on memory it left resident: its
     resident growth over what it touched (its new arrays, or that growth where larger: pages
@@ -545,8 +540,8 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     every -= sum(c.seconds for c in causes if c.kind == "strided-access")  # that gap's share
     excess = max(first_gap, every)
     # of a first run's new pages, those it left resident the program keeps: touched once
-    # whatever the code (a column of an array np.empty made, written first here)
-    # (of the first run's gap only, and from as much growth as makes a first-use cause: the
+    # whatever the code (a column of an array np.empty made, written first here); of the
+    # first run's gap only, and from as much growth as makes a first-use cause (the
     # recorder's own copies grow the process by some KiB)
     kept = (kept_share(stat.first_kept, new_bytes)
             if not again and stat.first_kept >= FIRST_USE_BYTES else 0.0)

@@ -38,8 +38,8 @@ import numpy as np
 from ..kernels import native
 from ..usercode import user_file
 
-__all__ = ["Capture", "Counts", "HookCosts", "LineStat", "Recorder", "SourceMap", "Statement",
-           "fingerprint", "hook_status", "recaptured", "user_file"]
+__all__ = ["PAGE_BYTES", "Capture", "Counts", "HookCosts", "LineStat", "Recorder", "SourceMap",
+           "Statement", "fingerprint", "hook_status", "recaptured", "user_file"]
 
 #: the code names of the frames a comprehension or generator expression runs in (Python 3.11)
 COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
@@ -197,7 +197,9 @@ def _peak() -> int:
     return peak if sys.platform == "darwin" else peak * 1024
 
 
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+#: bytes a minor page fault maps (4 KiB pages; a huge page's fault maps more, and the growth
+#: it stands for then outnumbers the faults: nothing is priced, rather than too much)
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def _resident() -> int:
@@ -205,7 +207,7 @@ def _resident() -> int:
     Linux's)."""
     try:
         with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE
+            return int(f.read().split()[1]) * PAGE_BYTES
     except (OSError, ValueError, IndexError):
         return 0
 
