@@ -1189,17 +1189,13 @@ def _check_quantiles(capture_: LineCapture, p: _Pattern, min_time: float) -> dic
     """A statement's value with its order statistics of one array taken by one call
     (``np.percentile(a, [99, 1])``, into a name computed before the line) against the
     statement as written: the same values (NumPy interpolates each ``q`` alike)."""
-    try:
-        line = ast.parse(capture_.code)
-    except SyntaxError:
+    parsed = _statement_value(capture_)
+    if parsed is None:
         return None
-    body = line.body[0] if len(line.body) == 1 else None
-    if not isinstance(body, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return)) \
-            or body.value is None:
-        return None
+    line, statement_value = parsed
     # the calls as parsed again, in the statement's value, each run once whenever it runs
     codes = [ast.unparse(c) for c in p.quantiles]
-    calls = [n for n in ast.walk(body.value) if isinstance(n, ast.Call)
+    calls = [n for n in ast.walk(statement_value) if isinstance(n, ast.Call)
              and ast.unparse(n) in codes]
     if len(calls) != len(codes) or not all(_hoistable(line, c) for c in calls):
         return None
@@ -1211,12 +1207,12 @@ def _check_quantiles(capture_: LineCapture, p: _Pattern, min_time: float) -> dic
     first_call.args[1] = ast.List(elts=[c.args[1] for c in calls], ctx=ast.Load())
     first = f"{name} = {ast.unparse(first_call)}"
     # the replacements made on a copy (the transformer changes the tree it visits)
-    value = ast.parse(ast.unparse(body.value), mode="eval").body
+    value = ast.parse(ast.unparse(statement_value), mode="eval").body
     copies = [n for n in ast.walk(value) if isinstance(n, ast.Call) and ast.unparse(n) in codes]
     for call in copies:
         value = _Replace(call, ast.parse(f"{name}[{codes.index(ast.unparse(call))}]",
                                          mode="eval").body).visit(value)
-    found = _measured_rewrite(capture_, p, line, body.value, first, ast.unparse(value),
+    found = _measured_rewrite(capture_, p, line, statement_value, first, ast.unparse(value),
                               _same_results, min_time)
     if found is not None:
         found["note"] = (f"each np.{first_call.func.attr} call partitions all of "
