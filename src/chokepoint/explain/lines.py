@@ -27,8 +27,8 @@ operator on two arrays gathered by the same index array, ``r[src] / outdeg[src]`
 ``(r / outdeg)[src]``: one gather, and the operation on the arrays' own length. A number to
 an array's powers, ``10.0 ** (db / 20)``, calls ``pow`` per element: ``np.exp((db / 20) *
 2.302585092994046)`` is within a few ulp where the exponents are moderate (checked on the
-user's values). ``np.add.at(a, i, v)`` adds element by element; ``a += np.bincount(...)`` of
-the same positions sums them in one pass (3.3x on 200,000 rows of 16 here). Two nested
+user's values). ``np.add.at(a, i, v)`` adds element by element; ``np.add(a, np.bincount(...),
+out=a)`` of the same positions sums them in one pass (3.3x on 200,000 rows of 16 here). Two nested
 ``np.roll`` calls copy the array twice; one call takes both shifts and axes. Two order
 statistics of one array, ``np.percentile(f, 99) - np.percentile(f, 1)``, partition it twice;
 ``np.percentile(f, [99, 1])`` selects both in one call, with the same values. A comprehension
@@ -405,18 +405,19 @@ def _iterated_arrays(tree: ast.AST) -> list[ast.expr]:
     """The expressions a comprehension of the statement iterates over that may be arrays:
     ``for x in a``, and the arguments of ``enumerate(a)`` and ``zip(a, b)`` there (without
     calls: the check evaluates them again)."""
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, _COMPREHENSIONS):
-            for generator in node.generators:
-                it = generator.iter
-                if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) \
-                        and it.func.id in ("enumerate", "zip") and not it.keywords:
-                    candidates = it.args[:1] if it.func.id == "enumerate" else it.args
-                else:
-                    candidates = [it]
-                found += [c for c in candidates if not isinstance(c, ast.Starred) and _plain(c)]
-    return found
+    return [n for node in ast.walk(tree) if isinstance(node, _COMPREHENSIONS)
+            for generator in node.generators for n in _iterated(generator.iter)]
+
+
+def _iterated(it: ast.expr) -> list[ast.expr]:
+    """What a ``for`` clause over ``it`` iterates element by element: ``it``, or the first
+    argument of ``enumerate(a)``, or every argument of ``zip(a, b)`` (those without calls)."""
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) \
+            and it.func.id in ("enumerate", "zip") and not it.keywords:
+        candidates = it.args[:1] if it.func.id == "enumerate" else it.args
+    else:
+        candidates = [it]
+    return [c for c in candidates if not isinstance(c, ast.Starred) and _plain(c)]
 
 
 def _product(node: ast.expr) -> tuple[ast.expr, ast.expr] | None:
@@ -1008,16 +1009,13 @@ def _check_exp(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | No
 
 def _check_add_at(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
     """``np.add.at(a, i, v)`` as its own line, ``a`` a float array, ``i`` a 1-D array of
-    non-negative row indices and ``v`` one row of ``a``'s shape per index, against ``a +=``
-    the sums ``np.bincount`` makes (of ``a``'s flat positions, for rows of several elements):
-    the same sums added in another order, so within the rounding of a sum of as many terms as
-    an index repeats. Both run on copies of ``a``."""
-    try:
-        line = ast.parse(capture_.code)
-    except SyntaxError:
-        return None
-    if not (len(line.body) == 1 and isinstance(line.body[0], ast.Expr)
-            and ast.unparse(line.body[0].value) == p.original):
+    non-negative row indices and ``v`` one row of ``a``'s shape per index, against adding to
+    ``a`` (``out=a``) the sums ``np.bincount`` makes (of ``a``'s flat positions, for rows of
+    several elements): the same sums added in another order, so within the rounding of a sum
+    of as many terms as an index repeats. Both run on copies of ``a``."""
+    parsed = _statement_value(capture_)
+    if parsed is None or not isinstance(parsed[0].body[0], ast.Expr) \
+            or ast.unparse(parsed[1]) != p.original:
         return None  # its value used, or more on its line: left alone
     values = _operand_values(capture_, [p.operands[k] for k in ("a", "i", "v")])
     if values is None:
@@ -1149,12 +1147,18 @@ def _check_tolist(capture_: LineCapture, p: _Pattern, min_time: float) -> dict |
             type(a) is np.ndarray and a.ndim == 1 and a.size >= 2
             and (a.dtype in alike or a.dtype.kind == "U") for a in arrays):
         return None
+    # .tolist() of each iterated array, in a copy (the transformer changes what it visits)
     codes = {ast.unparse(n) for n in p.iterated}
     rewritten = ast.parse(ast.unparse(value), mode="eval").body
     for node in list(ast.walk(rewritten)):
         if isinstance(node, _COMPREHENSIONS):
             for generator in node.generators:
-                _tolist_iter(generator, codes)
+                for array in _iterated(generator.iter):
+                    if ast.unparse(array) in codes:
+                        listed = ast.Call(func=ast.Attribute(value=array, attr="tolist",
+                                                             ctx=ast.Load()),
+                                          args=[], keywords=[])
+                        generator.iter = _Replace(array, listed).visit(generator.iter)
     def agree(ours, theirs):  # a sum of the elements: a Python number where NumPy's was
         return _same_results(*(x.item() if isinstance(x, np.generic) else x
                                for x in (ours, theirs)))
@@ -1166,23 +1170,6 @@ def _check_tolist(capture_: LineCapture, p: _Pattern, min_time: float) -> dict |
                          ".tolist() makes Python's own in one call (what the line computes "
                          "from them is Python's numbers too)")
     return found
-
-
-def _tolist_iter(generator: ast.comprehension, codes: set[str]) -> None:
-    """``.tolist()`` of the iterated arrays (named in ``codes``) of one ``for`` clause."""
-    def listed(node: ast.expr) -> ast.expr:
-        if ast.unparse(node) not in codes:
-            return node
-        return ast.Call(func=ast.Attribute(value=node, attr="tolist", ctx=ast.Load()),
-                        args=[], keywords=[])
-
-    it = generator.iter
-    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) \
-            and it.func.id in ("enumerate", "zip"):
-        it.args = [listed(a) for a in it.args[:1]] + (
-            it.args[1:] if it.func.id == "enumerate" else [listed(a) for a in it.args[1:]])
-    else:
-        generator.iter = listed(it)
 
 
 def _check_quantiles(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
