@@ -15,6 +15,7 @@ from chokepoint.program.analyse import (
     _work_share,
     _written_names,
     kept_share,
+    one_time,
     python_lists,
     python_numbers,
 )
@@ -223,6 +224,25 @@ def _user_function():
 ])
 def test_the_share_of_first_touches_on_memory_kept(kept, new, share):
     assert kept_share(kept, new) == pytest.approx(share)
+
+
+@pytest.mark.parametrize(("first_s", "line_s", "hits", "run_s", "expected_s"), [
+    (9.5e-3, 9.5e-3, 1, 14e-6, 9.5e-3 - 14e-6),  # default_rng(0)'s first call: all but a run
+    (2e-3, 2e-3, 1, 1.9e-3, 0.0),  # within FIRST_USE_RATIO of its replay: no one-time cost
+    (5e-3, 5e-3 + 99 * 1e-3, 100, 1e-3, 4e-3),  # a loop's first run: beyond the others' 1 ms
+    # the others ran at 2 ms in the program (replayed at 1 ms): the first is 1 ms beyond them
+    (3e-3, 3e-3 + 99 * 2e-3, 100, 1e-3, 1e-3),
+    (3e-3, 3e-3 + 99 * 2.5e-3, 100, 1e-3, 0.0),  # 1.2x the others: not one-time
+    (5e-3, 100 * 1e-3, 100, 1e-3, 0.0),  # a line timed by its replays: none beyond them
+])
+def test_a_first_run_beyond_the_others_is_paid_once(first_s, line_s, hits, run_s, expected_s):
+    assert one_time(first_s, line_s, hits, run_s, spread_s=1e-6) == pytest.approx(expected_s)
+
+
+def test_a_first_run_within_the_spread_or_held_by_kept_memory_is_no_one_time_cost():
+    assert one_time(1e-3, 1e-3, 1, 0.2e-3, spread_s=1e-3) == 0.0  # the replays' own spread
+    # 8 ms of which 7.5 touched memory the program keeps: the rest beyond a run
+    assert one_time(8e-3, 8e-3, 1, 0.1e-3, 0.0, kept_s=7.5e-3) == pytest.approx(0.4e-3)
 
 
 def test_first_touches_of_memory_kept_are_not_recoverable():

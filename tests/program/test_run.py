@@ -806,3 +806,22 @@ def test_the_first_touch_of_memory_a_program_keeps_is_not_recoverable(tmp_path):
     line = next(r for r in _lines_of_a_fresh_run(path) if r["source"].endswith(":3"))
     assert line["kept_s"] > 0, line
     assert line["recoverable_s"] <= 0.5 * line["time_s"], line
+
+
+def test_a_first_runs_one_time_cost_is_not_recoverable(tmp_path):
+    # np.random's first use imports it (10 ms, in a process where nothing had); replayed, the
+    # call takes microseconds: what the first run paid is paid once whatever the code, not
+    # the call's overhead
+    path = _program(tmp_path, """\
+        import numpy as np
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal(1000)
+        for _ in range(300):
+            y = np.sqrt(x * x + 1.0)
+        """)
+    line = next(r for r in _lines_of_a_fresh_run(path) if r["source"].endswith(":2"))
+    assert line["analysed"], line["why_not"]
+    assert line["once_s"] > 0.9 * line["time_s"], line
+    assert line["recoverable_s"] < 0.1 * line["time_s"], line
+    assert not any(c["kind"] == "overhead" and c["seconds"] > 0.1 * line["time_s"]
+                   for c in line["causes"]), line["causes"]

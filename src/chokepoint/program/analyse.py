@@ -49,7 +49,7 @@ from .replay import grown_name, is_simple_name_assign, prepare, run_once, timed_
 from .strided import strided_line, timed_layouts
 
 __all__ = ["Cause", "LineAnalysis", "analyse_line", "call_cost", "kept_share",
-           "program_refaults", "python_lists", "python_numbers"]
+           "one_time", "program_refaults", "python_lists", "python_numbers"]
 
 #: new memory per execution from which the fresh-memory probe runs (below it, malloc reuses
 #: its own free lists and no page is faulted)
@@ -124,6 +124,9 @@ class LineAnalysis:
     #: in all its runs: its first run's first touches of memory it left resident (the program
     #: keeps it: no code computing the same avoids touching it once)
     kept_s: float = 0.0
+    #: its first run's time beyond its later runs' that neither memory explains (a module
+    #: loaded, a library set up on its first use): paid once whatever the code
+    once_s: float = 0.0
 
 
 _COSTS: dict[str, float] = {}
@@ -304,6 +307,21 @@ def kept_share(kept_bytes: int, new_bytes: int) -> float:
     of an array made before and first written here)."""
     touched = max(kept_bytes, new_bytes)
     return min(1.0, kept_bytes / touched) if touched > 0 else 0.0
+
+
+def one_time(first_s: float, line_s: float, hits: int, run_s: float, spread_s: float,
+             kept_s: float = 0.0) -> float:
+    """What a line's first run took beyond its other runs (and beyond ``run_s``, a run
+    replayed), less ``kept_s``, when that exceeds the replay's spread and the first run took
+    ``FIRST_USE_RATIO`` times a run: a one-time cost (``np.random.default_rng(0)``'s first call
+    loads its bit generator: 9 ms, against 14 us replayed), at most the line's time beyond
+    its runs replayed. 0.0 otherwise."""
+    others = (line_s - first_s) / (hits - 1) if hits > 1 else 0.0
+    run = max(run_s, others)
+    gap = first_s - run - kept_s
+    if gap <= spread_s or first_s <= FIRST_USE_RATIO * run:
+        return 0.0
+    return max(0.0, min(gap, line_s - hits * run_s))
 
 
 def program_refaults(stat: LineStat) -> float | None:
@@ -558,6 +576,9 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                              **({"captured_hit": capture.hit, "captured_run_s": program_run_s,
                                  "compared_s": run_s} if again else {})}))
 
+    once_s = 0.0 if again or any(c.kind == "allocation" for c in causes) else ledger.take(
+        one_time(first_s, line_s, stat.hits, run_s, as_written.iqr, kept_s))
+
     if threads > 1:
         one_thread = times[variants.index(_blas_limit)]
         numbers = {"threads": threads, "all_threads_s": replay_s,
@@ -688,8 +709,8 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     # work
     fraction = overhead / replay_s if replay_s > 0 else 0.0
     numbers["run_per_hit_s"] = line_s / max(stat.hits, 1)
-    if fraction > 0.1 and fraction * line_s > min_share_s:
-        causes.append(Cause("overhead", ledger.take(fraction * line_s), numbers))
+    if fraction > 0.1 and fraction * (line_s - once_s) > min_share_s:
+        causes.append(Cause("overhead", ledger.take(fraction * (line_s - once_s)), numbers))
 
     # 6. what explain's rules find in the rest of the line's time. An operation that makes an
     # array from none (np.ones(n)) costs writing new memory, which the line's fresh-memory
@@ -720,7 +741,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                         flops=int(floor["flops"] * work), new_bytes=int(new_bytes * work),
                         floor_s=floor_s * work,
                         causes=causes, ruled_out=ruled, rewrite=rewrite_out, notes=notes,
-                        unseen_s=unseen, kept_s=kept_s,
+                        unseen_s=unseen, kept_s=kept_s, once_s=once_s,
                         ops=[{k: r[k] for k in ("name", "time_s", "in_bytes", "out_bytes",
                                                  "flops")} for r in rows])
 

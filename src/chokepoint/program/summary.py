@@ -164,6 +164,7 @@ def _row(stat: LineStat, wall_s: float) -> dict:
     return {"source": _source(stat), "code": code, "hits": stat.hits,
             "time_s": time_s, "python_s": None, "bytes": 0, "flops": 0, "new_bytes": 0,
             "floor_s": 0.0, "recoverable_s": time_s, "unseen_s": 0.0, "kept_s": 0.0,
+            "once_s": 0.0,
             "share": time_s / wall_s if wall_s > 0 else 0.0, "cause": None, "rewrite": None,
             "analysed": False, "modelled": True, "why_not": None, "causes": [],
             "ruled_out": [], "notes": [],
@@ -188,12 +189,14 @@ def _apply(row: dict, stat: LineStat, a: LineAnalysis, wall_s: float) -> None:
                python_s=min(row["time_s"], max(0.0, a.replay_s - a.ops_s) * hits),
                replay_s=a.replay_s, causes=[c.to_dict() for c in a.causes],
                ruled_out=a.ruled_out, rewrite=a.rewrite, notes=a.notes, ops=a.ops)
+    row["once_s"] = min(a.once_s, row["time_s"])
     if a.calls:
         unseen = a.unseen_s / a.replay_s if a.replay_s > 0 else 0.0
         row["unseen_s"] = min(1.0, unseen) * row["time_s"]
         row["kept_s"] = min(a.kept_s, row["time_s"])
         row["recoverable_s"] = recoverable(row["time_s"], row["floor_s"], unseen,
-                                           sum(c.seconds for c in a.causes), row["kept_s"])
+                                           sum(c.seconds for c in a.causes),
+                                           row["kept_s"] + row["once_s"])
     else:
         # no operation chokepoint can see (a random generator's method, a C extension): no
         # floor is known, and what is recoverable is only what was measured
@@ -209,10 +212,10 @@ def recoverable(time_s: float, floor_s: float, unseen_share: float, measured_s: 
                 kept_s: float = 0.0) -> float:
     """A modelled line's recoverable seconds: its time less its floor, less the share of it
     spent in work the tracer did not see (``unseen_share`` of its replay: a random generator's
-    method, a compiled library's function), whose floor is unknown, less ``kept_s``, its
-    first run's first touches of memory it left resident (the program keeps it: touched once
-    whatever the code), unless measured causes account for more (each at most its time less
-    its floor)."""
+    method, a compiled library's function), whose floor is unknown, less ``kept_s``, what its
+    first run paid once whatever the code (first touches of memory the program keeps, a
+    library set up on first use), unless measured causes account for more (each at most its
+    time less its floor)."""
     modelled = time_s - floor_s - unseen_share * time_s - kept_s
     return max(0.0, min(time_s - floor_s, max(modelled, measured_s)))
 
