@@ -8,6 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from chokepoint.program import SCHEMA, profile, run_program
@@ -825,3 +826,47 @@ def test_a_first_runs_one_time_cost_is_not_recoverable(tmp_path):
     assert line["recoverable_s"] < 0.1 * line["time_s"], line
     assert not any(c["kind"] == "overhead" and c["seconds"] > 0.1 * line["time_s"]
                    for c in line["causes"]), line["causes"]
+
+
+def test_a_line_calling_the_users_function_inside_its_expression_is_its_own_work(tmp_path,
+                                                                                   roof):
+    # per-sample logistic regression: the function's own line is measured on its own; the
+    # line around its call is replayed with what the call returned, and is per-call overhead
+    path = _program(tmp_path, """\
+        import numpy as np
+        rng = np.random.default_rng(0)
+        X, y = rng.standard_normal((2000, 20)), rng.random(2000) > 0.5
+        def sigmoid(z):
+            return 1.0 / (1.0 + np.exp(-z))
+        w = np.zeros(20)
+        for i in range(2000):
+            g = (sigmoid(X[i] @ w) - y[i]) * X[i]
+            w -= 0.05 * g
+        """)
+    report = run_program(path, roof=roof, budget_s=20)
+    line = next(r for r in report.lines if r["source"].endswith(":8"))
+    assert line["analysed"], line["why_not"]
+    assert any("sigmoid() returning what each call returned" in n for n in line["notes"])
+    assert line["cause"] == "overhead", line["causes"]
+
+
+def test_profile_never_changes_the_users_globals_through_a_function_standing_in(roof,
+                                                                                 monkeypatch):
+    # the function runs once more in a sandbox, on copies of the globals it reads
+    import chokepoint.program.summary as summary
+
+    monkeypatch.setattr(summary, "roofline", lambda: roof)
+    x = np.arange(1000.0)
+    calls = _COUNTED.copy()
+    with profile(quiet=True, budget_s=5):
+        for _ in range(300):
+            z = _counted(x) + 1.0
+    assert _COUNTED[0] == calls[0] + 300 and z[1] == 3.0
+
+
+_COUNTED = np.zeros(1)
+
+
+def _counted(x):
+    _COUNTED[0] += 1
+    return x * 2

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..measure import statements as _statements
-from . import heap
+from . import callees, heap
 from .record import LineStat, user_file
 
 __all__ = ["GROWERS", "Replay", "ReplayError", "grown_name",
@@ -162,12 +162,14 @@ class Replay:
 SIDE_EFFECT_NAMES = frozenset({"print", "open", "input", "exec", "eval", "compile", "exit",
                                "quit", "breakpoint", "__import__", "help", "setattr",
                                "delattr", "globals", "locals", "vars"})
+#: methods that change a container (harmless on the copies a sandboxed function reads)
+CONTAINER_METHODS = frozenset({"put", "append", "extend", "insert", "pop", "update", "clear",
+                               "setdefault", "add", "discard"})
 SIDE_EFFECT_METHODS = frozenset({"save", "savez", "savez_compressed", "savetxt", "tofile",
                                  "write", "writelines", "write_text", "write_bytes", "flush",
                                  "close", "dump", "unlink", "remove", "rmdir", "mkdir",
                                  "makedirs", "rename", "system", "Popen", "sleep", "send",
-                                 "sendall", "put", "append", "extend", "insert", "pop",
-                                 "update", "clear", "setdefault", "add", "discard"})
+                                 "sendall"}) | CONTAINER_METHODS
 SIDE_EFFECT_MODULES = frozenset({"os", "sys", "shutil", "subprocess", "socket", "time",
                                  "pathlib", "logging", "pickle", "json", "threading",
                                  "multiprocessing", "signal", "requests", "urllib"})
@@ -179,9 +181,10 @@ ARRAY_MODULES = frozenset({"np", "numpy", "scipy", "sp", "torch", "cp", "cupy", 
 SIDE_EFFECT_ARRAY = frozenset({"save", "savez", "savez_compressed", "savetxt", "tofile"})
 
 
-def side_effect(tree: ast.AST) -> str | None:
+def side_effect(tree: ast.AST, *, sandbox: bool = False) -> str | None:
     """What a statement does besides computing (a call that prints, writes a file, sleeps,
-    changes a container), or None: such a statement is not replayed."""
+    changes a container: not the last in a ``sandbox``, where containers are copies), or None:
+    such a statement is not replayed."""
     for node in ast.walk(tree):
         if isinstance(node, (ast.Global, ast.Nonlocal, ast.Delete, ast.Yield, ast.YieldFrom,
                              ast.Await, ast.Import, ast.ImportFrom)):
@@ -201,7 +204,8 @@ def side_effect(tree: ast.AST) -> str | None:
                 if func.attr in SIDE_EFFECT_ARRAY:
                     return f"{base.id}.{func.attr}()"
                 continue  # np.add is no set's add
-            if func.attr in SIDE_EFFECT_METHODS:
+            if func.attr in SIDE_EFFECT_METHODS and not (
+                    sandbox and func.attr in CONTAINER_METHODS):
                 return f".{func.attr}()"
     return None
 
@@ -285,12 +289,14 @@ def _module_root(value) -> str:
 
 
 def refused_call(tree: ast.AST, values: dict, global_ns: dict,
-                 include: tuple[str, ...] = ()) -> str | None:
+                 include: tuple[str, ...] = (), *, sandbox: bool = False) -> str | None:
     """Why a statement's calls must not run again, judged on what they call (None: every call
     computes). Refused: the user's own functions (their lines are measured), functions of
     modules that act on the world (``sleep`` imported from time, logging), methods that write
     or show (``fig.savefig``, ``log.info``), and bound methods stored in a variable (their
-    object is not copied with the statement's values)."""
+    object is not copied with the statement's values). In a ``sandbox`` (:mod:`.callees`:
+    the user's functions and every container copies) the first and the containers' own
+    methods (``L.append``) are not refused."""
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
@@ -301,13 +307,17 @@ def refused_call(tree: ast.AST, values: dict, global_ns: dict,
         function = value.__func__ if isinstance(value, types.MethodType) else value
         code = function.__code__ if isinstance(function, types.FunctionType) else None
         if code is not None and user_file(code.co_filename, include):
+            if sandbox:
+                continue
             return f"it calls your function {name}() (whose own lines are measured)"
         root = _module_root(value)
         if root in EFFECT_MODULES:
             return f"it calls {root}.{name}(), which acts outside the program's arrays"
+        owner = getattr(value, "__self__", None)
+        if sandbox and name in CONTAINER_METHODS and isinstance(owner, (list, dict, set)):
+            continue
         if name in OUTPUT_METHODS and root not in ARRAY_MODULES:
             return f"it calls .{name}(), which writes or shows what was computed"
-        owner = getattr(value, "__self__", None)
         stored = isinstance(node.func, ast.Name)
         if stored and owner is not None and not isinstance(owner, types.ModuleType) \
                 and not isinstance(owner, np.random.RandomState):
@@ -329,6 +339,7 @@ def prepare(stat: LineStat, include: tuple[str, ...] = ()) -> Replay:
     except (SyntaxError, ValueError) as exc:
         raise ReplayError(f"it does not parse on its own ({exc})") from None
     notes = []
+    own_calls: dict[str, types.FunctionType] | None = None
     refused = side_effect(statement.tree)
     if refused is not None:
         refused = f"it has effects besides computing ({refused}): run once only"
@@ -345,21 +356,77 @@ def prepare(stat: LineStat, include: tuple[str, ...] = ()) -> Replay:
         computed = _arguments(statement, users)
         if computed is None or side_effect(computed.tree) is not None or refused_call(
                 computed.tree, capture.values, capture.globals, include) is not None:
+            computed = None
+            if side_effect(statement.tree) is None and refused_call(
+                    statement.tree, capture.values, capture.globals, include,
+                    sandbox=True) is None:
+                own_calls = _callees(statement, capture, include)  # g = (f(X[i] @ w) - y) * x
+        if computed is not None:
+            called = users(statement.tree.body[0].value.func)
+            statement = computed
+            notes.append("replayed without the call of your function it makes (whose own "
+                         "lines are measured): the arguments it computes, timed alone"
+                         if called else "replayed without the call that stores or shows its "
+                         "value: the arguments it computes, timed alone")
+        elif own_calls is None:
             raise ReplayError(refused)
-        called = users(statement.tree.body[0].value.func)
-        statement = computed
-        notes.append("replayed without the call of your function it makes (whose own lines "
-                     "are measured): the arguments it computes, timed alone" if called else
-                     "replayed without the call that stores or shows its value: the "
-                     "arguments it computes, timed alone")
+        else:
+            refused = None
+            notes.append(f"replayed with {_named(own_calls)} returning what each call "
+                         "returned (whose own lines are measured): the line's own work, "
+                         "timed alone")
+    values = dict(capture.values)
+    if own_calls:
+        values.update(_recorded(statement, capture, own_calls, include))
     changed = capture.changed_since()
     if changed:
         notes.append(f"replayed on the values at the end of the run: the program changed "
                      f"{', '.join(changed)} after the run of this line whose values were kept"
                      + (f" (its run {capture.hit})" if capture.hit > 1 else " (its first)"))
     # the captured values are read, never written: every namespace gets copies of them
-    return Replay(statement, dict(capture.values), capture.globals, stat.mutates, notes,
+    return Replay(statement, values, capture.globals, stat.mutates, notes,
                   arguments=refused is not None)
+
+
+def _named(callees: dict) -> str:
+    return ", ".join(f"your function {name}()" for name in callees)
+
+
+def _callees(statement: _statements.Statement, capture,
+             include: tuple[str, ...]) -> dict[str, types.FunctionType] | None:
+    """The user's functions ``statement`` calls by name, when each can stand in by what it
+    returns (:mod:`.callees`), else None."""
+    try:
+        found = callees.called_functions(
+            statement.tree, lambda node: _resolve(node, capture.values, capture.globals),
+            include)
+        made: dict = {}
+        for fn in found.values():
+            callees.sandboxed(fn, include, made)
+    except callees.CalleeError:
+        return None
+    return found or None
+
+
+def _recorded(statement: _statements.Statement, capture, found: dict,
+              include: tuple[str, ...]) -> dict[str, Callable]:
+    """Stand-ins for the user's functions ``found``: the statement run once on copies, each
+    function sandboxed (:func:`.callees.sandboxed`), what each call returned recorded.
+    ReplayError when it raises."""
+    made: dict = {}
+    recorders = {name: callees.recording(callees.sandboxed(fn, include, made))
+                 for name, fn in found.items()}
+    ns = dict(capture.globals)
+    try:
+        for name, value in capture.values.items():
+            ns[name] = _statements.protected_copy(name, value)
+        ns.update({name: recorder for name, (recorder, _) in recorders.items()})
+        with np.errstate(all="ignore"), _statements.preserved_rng():
+            statement.function(ns)()
+    except (Exception, SystemExit) as exc:
+        raise ReplayError(f"it raised {type(exc).__name__} when replayed alone: {exc}") from None
+    return {name: callees.returning(name, results)
+            for name, (_, results) in recorders.items()}
 
 
 def run_once(replay: Replay) -> tuple[dict, object]:

@@ -1,0 +1,155 @@
+"""A line that calls the user's own functions, replayed as its own work.
+
+The callee's lines are measured on their own (they are rows of the report), so a replay of
+``g = (sigmoid(X[i] @ w) - y[i]) * X[i]`` must not time ``sigmoid`` again. The callee runs once,
+on copies: a *sandboxed* copy of the function, whose globals are copies of those it reads
+(:func:`~chokepoint.measure.statements.protected_copy`; the user functions among them
+sandboxed alike), so that neither its arrays nor its random generators change. What each call
+returned then stands in for the call in every replay (:func:`returning`): the line's own work
+(``X[i] @ w``, the subtraction, the product, the calls themselves) is what is timed.
+
+Only calls by name (``sigmoid(z)``, not ``self.forward(x)``) of functions whose code has no
+effect besides computing (:func:`~.replay.side_effect`, :func:`~.replay.refused_call`) stand
+in; a line that passes the function as a value (``map(f, xs)``) is not replayed.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import itertools
+import textwrap
+import types
+from collections.abc import Callable
+
+import numpy as np
+
+from ..measure.statements import protected_copy
+from ..measure.userstate import _function_of, _names_read
+from ..usercode import user_file
+
+__all__ = ["CalleeError", "called_functions", "recording", "returning", "sandboxed"]
+
+
+class CalleeError(ValueError):
+    """A user's function cannot stand in by its results (why is the message)."""
+
+
+def _users(value: object, include: tuple[str, ...]) -> types.FunctionType | None:
+    fn = value if isinstance(value, types.FunctionType) else None
+    return fn if fn is not None and user_file(fn.__code__.co_filename, include) else None
+
+
+def called_functions(tree: ast.AST, resolve: Callable[[ast.expr], object],
+                     include: tuple[str, ...] = ()) -> dict[str, types.FunctionType]:
+    """The user's functions ``tree`` calls by name (``resolve`` says what a name is), each
+    only ever called there: the name read as anything else (``map(f, xs)``) raises
+    CalleeError."""
+    calls = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    found: dict[str, types.FunctionType] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Name):
+            continue
+        fn = _users(resolve(node), include)
+        if fn is None:
+            continue
+        if id(node) not in calls:
+            raise CalleeError(f"it passes your function {node.id}() as a value")
+        found[node.id] = fn
+    return found
+
+
+def _effects(fn: types.FunctionType, include: tuple[str, ...]) -> str | None:
+    """What ``fn``'s code does besides computing, as a predicate (None: nothing), judged as a
+    line's own syntax and calls are, but changing a container (a copy, in a sandbox)."""
+    from .replay import refused_call, side_effect  # replay imports this module
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return "has no source to read"
+    body = tree.body[0].body if tree.body and isinstance(
+        tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)) else tree.body
+    module = ast.Module(body=body, type_ignores=[])
+    what = side_effect(module, sandbox=True)
+    if what is not None:
+        return f"has effects besides computing ({what})"
+    why = refused_call(module, {}, fn.__globals__, include, sandbox=True)
+    return None if why is None else why.removeprefix("it ")
+
+
+def sandboxed(fn: types.FunctionType, include: tuple[str, ...] = (),
+              _made: dict | None = None) -> types.FunctionType:
+    """A copy of the user's function ``fn`` that changes nothing of the user's: its globals
+    are copies of those it reads (the user's functions among them sandboxed alike, sharing
+    one copy of their module's globals), its defaults copied.
+
+    Raises
+    ------
+    CalleeError
+        Where it (or a user function it calls) has effects besides computing, closes over
+        variables, or reads a global that cannot be copied.
+    """
+    made = {} if _made is None else _made  # id(function) -> copy; id(globals) -> their copy
+    if id(fn) in made:
+        return made[id(fn)]
+    why = _effects(fn, include)
+    if why is not None:
+        raise CalleeError(f"your function {fn.__name__}() {why}")
+    if fn.__closure__:
+        raise CalleeError(f"your function {fn.__name__}() reads variables of the function "
+                          "around it")
+    owner = fn.__globals__
+    ns = made.setdefault(id(owner), {"__builtins__": owner.get("__builtins__", builtins),
+                                     "__name__": owner.get("__name__")})
+    try:
+        copy = types.FunctionType(fn.__code__, ns, fn.__name__,
+                                  protected_copy("defaults", fn.__defaults__), None)
+        copy.__kwdefaults__ = protected_copy("defaults", fn.__kwdefaults__)
+        made[id(fn)] = copy
+        for name in sorted(_names_read(fn.__code__)):
+            if name in ns or name not in owner:
+                continue
+            value = owner[name]
+            inner = _users(value, include)
+            if inner is not None:
+                ns[name] = sandboxed(inner, include, made)
+            elif _function_of(value) is not None and not isinstance(value, types.FunctionType):
+                raise CalleeError(f"your function {fn.__name__}() calls {name}, a method or "
+                                  "partial kept in a global (its object is not copied)")
+            else:
+                ns[name] = protected_copy(name, value)
+    except TypeError as exc:  # protected_copy's message says what could not be copied
+        raise CalleeError(f"your function {fn.__name__}() reads a global that cannot be "
+                          f"copied ({exc})") from None
+    return copy
+
+
+def recording(fn: Callable) -> tuple[Callable, list]:
+    """``fn`` and the list it appends each call's result to."""
+    results: list = []
+
+    def recorded(*args, **kwargs):
+        value = fn(*args, **kwargs)
+        results.append(value)
+        return value
+
+    return recorded, results
+
+
+def returning(name: str, results: list) -> Callable:
+    """A stand-in for the user's function ``name``: each call returns the next of
+    ``results``, in a cycle (a replay calls it in the order the recording did). Arrays are
+    returned read-only: a line writing into one fails, and is not replayed, rather than
+    change what later replays are handed."""
+    for value in results:
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    following = itertools.cycle(results).__next__
+
+    def returned(*args, **kwargs):
+        return following()
+
+    returned.__name__ = returned.__qualname__ = name
+    return returned

@@ -1,0 +1,82 @@
+"""A line calling the user's own functions, replayed with what they returned standing in."""
+
+import ast
+
+import numpy as np
+import pytest
+
+from chokepoint.program.callees import CalleeError, called_functions, returning, sandboxed
+
+_CALLS = np.zeros(1)
+_RNG = np.random.default_rng(1)
+_SEEN: list = []
+
+
+def _helper(x):
+    _CALLS[0] += 1
+    return x * 2
+
+
+def _bump(x):
+    _CALLS[0] += 1
+    _SEEN.append(x)
+    return _RNG.standard_normal() + _helper(x)
+
+
+def _shows(x):
+    print(x)
+    return x
+
+
+def _plain(x):
+    return x + 1
+
+
+def _resolver(values):
+    return lambda node: values.get(node.id) if isinstance(node, ast.Name) else None
+
+
+def test_the_users_functions_a_line_calls_by_name_are_found():
+    tree = ast.parse("g = (_plain(X[i] @ w) - y[i]) * np.exp(X[i])")
+    found = called_functions(tree, _resolver({"_plain": _plain, "np": np, "X": 1}))
+    assert found == {"_plain": _plain}  # np.exp is NumPy's, X is no function
+
+
+def test_a_users_function_passed_as_a_value_cannot_stand_in():
+    tree = ast.parse("v = list(map(_plain, xs))")
+    with pytest.raises(CalleeError, match="as a value"):
+        called_functions(tree, _resolver({"_plain": _plain, "xs": [1]}))
+
+
+def test_a_sandboxed_function_changes_none_of_the_users_globals():
+    # its global arrays, lists and generator are copies; the user function it calls too
+    calls, seen, state = _CALLS.copy(), list(_SEEN), _RNG.bit_generator.state
+    copy = sandboxed(_bump)
+    value = copy(1.5)
+    assert value == pytest.approx(np.random.default_rng(1).standard_normal() + 3.0)
+    copy(2.5)
+    assert (_CALLS == calls).all() and _SEEN == seen
+    assert _RNG.bit_generator.state == state
+
+
+@pytest.mark.parametrize(("fn", "why"), [(_shows, "print"), (None, "")])
+def test_a_function_with_effects_or_no_source_cannot_stand_in(fn, why):
+    if fn is not _shows:  # a lambda of this file: its source is the whole statement here
+        def outer():
+            k = 2
+
+            def inner(x):
+                return x * k
+            return inner
+        fn, why = outer(), "variables of the function around it"
+    with pytest.raises(CalleeError, match=why):
+        sandboxed(fn)
+
+
+def test_a_stand_in_returns_the_recorded_results_in_turn_read_only():
+    a, b = np.ones(3), np.zeros(3)
+    f = returning("f", [a, b, 7.0])
+    assert [f(1) is a, f(2) is b, f(3), f(4) is a] == [True, True, 7.0, True]
+    assert f.__name__ == "f"
+    with pytest.raises(ValueError):
+        a[0] = 2.0  # a line writing into what the function returned is not replayed
