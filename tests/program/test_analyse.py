@@ -11,6 +11,7 @@ from chokepoint.program.analyse import (
     _listed,
     _rewrite,
     _same_value,
+    _syntax_steps,
     _unseen_calls,
     _work_share,
     _written_names,
@@ -249,3 +250,21 @@ def test_first_touches_of_memory_kept_are_not_recoverable():
     # 8 ms, 7.5 of them touching 80 MB the program keeps: 0.5 ms left, or what was measured
     assert recoverable(8e-3, 0.0, 0.0, 0.0, kept_s=7.5e-3) == pytest.approx(0.5e-3)
     assert recoverable(8e-3, 0.0, 0.0, 2e-3, kept_s=7.5e-3) == pytest.approx(2e-3)
+
+
+@pytest.mark.parametrize(("code", "steps"), [
+    ("y = a * b + c", 2),
+    # once per element of what the comprehension iterates: x has 10, w 4
+    ("s = sum(x[i] * w[i] for i in range(len(w)))", 3 + 4 * 3),  # sum, range, len; 4 x 3
+    ("t = [v * 2.0 for v in x]", 10),
+    ("t = [v * 2.0 for v in x if v > 0]", 10 + 10),
+    ("t = [a + b for a, b in zip(x, w)]", 1 + 4),
+    ("t = {k: v for k, v in enumerate(w)}", 1),
+    ("t = [v for v in range(0, n, 2)]", 1),  # 3 elements, no step in each
+    ("t = [v + 1 for v in range(0, n, 2)]", 1 + 3),
+    ("t = [r.sum() for r in f(x)]", 1 + 2),  # f(x) unknown without running it: once
+    ("t = [v + 1 for v in range(n, 0, 0)]", 1 + 1),  # a step of 0: not known
+])
+def test_a_comprehensions_steps_count_once_per_element(code, steps):
+    ns = {"x": np.arange(10.0), "w": [1, 2, 3, 4], "n": 6}
+    assert _syntax_steps(ast.parse(code), ns) == steps

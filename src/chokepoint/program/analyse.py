@@ -265,12 +265,62 @@ def _unseen_calls(tree: ast.AST, ns: dict) -> bool:
     return False
 
 
-def _syntax_steps(tree: ast.AST) -> int:
+_STEPS = (ast.Call, ast.Subscript, ast.Attribute, ast.BinOp, ast.UnaryOp, ast.Compare,
+          ast.BoolOp)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+def _integer(node: ast.expr, ns: dict) -> int | None:
+    """A ``range`` bound known without running code: a number, a name, ``len`` of a name."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id == "len" and len(node.args) == 1 and not node.keywords:
+        return _length(node.args[0], ns)
+    known, value = _argument(node, ns)
+    return value if known and isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _length(node: ast.expr, ns: dict) -> int | None:
+    """How many elements a comprehension's ``for`` clause over ``node`` takes, where that is
+    known without running code: a name's (``len``), ``range`` of numbers, names and their
+    ``len``, ``enumerate`` or ``zip`` of such (None otherwise)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        name, args = node.func.id, node.args
+        if name == "range" and 1 <= len(args) <= 3:
+            bounds = [_integer(a, ns) for a in args]
+            try:
+                return len(range(*bounds))
+            except (TypeError, ValueError):  # a bound not known, or a step of 0
+                return None
+        if name in ("enumerate", "zip") and args:
+            lengths = [_length(a, ns) for a in (args[:1] if name == "enumerate" else args)]
+            return None if None in lengths else min(lengths)
+        return None
+    known, value = _argument(node, ns)
+    if not known or isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+        return None
+    try:
+        return len(value)
+    except TypeError:  # a 0-d array
+        return None
+
+
+def _syntax_steps(tree: ast.AST, ns: dict | None = None) -> int:
     """Calls, subscripts, attribute reads and operators in a statement: the steps the
-    interpreter takes besides the NumPy calls themselves."""
-    return sum(isinstance(node, (ast.Call, ast.Subscript, ast.Attribute, ast.BinOp,
-                                 ast.UnaryOp, ast.Compare, ast.BoolOp))
-               for node in ast.walk(tree))
+    interpreter takes besides the NumPy calls themselves; a comprehension's once per element
+    of what it iterates, where that is known from ``ns`` (:func:`_length`)."""
+    def count(node: ast.AST, times: int) -> int:
+        if not isinstance(node, _COMPREHENSIONS):
+            return times * isinstance(node, _STEPS) + sum(
+                count(child, times) for child in ast.iter_child_nodes(node))
+        total, inner = 0, times
+        for clause in node.generators:
+            total += count(clause.iter, inner)
+            n = _length(clause.iter, ns) if ns is not None else None
+            inner *= 1 if n is None else n
+            total += sum(count(test, inner) for test in clause.ifs)
+        parts = (node.key, node.value) if isinstance(node, ast.DictComp) else (node.elt,)
+        return total + sum(count(part, inner) for part in parts)
+    return count(tree, 1)
 
 
 def _expression(statement: _statements.Statement) -> _statements.Statement | None:
@@ -457,8 +507,10 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
         # short runs: the time with the hook's price taken out, or the replay's (its call
         # costs more than a 40 ns line), whichever is less: both are at least the line's
         library = stat.recorded_why == "library"
-        kept = stat.recorded_ns
+        kept, before = stat.recorded_ns, stat.ns
         stat.ns = int(min(kept, once * 1e9 * stat.hits))
+        if before > 0:  # its first run, timed alike
+            stat.first_ns = int(stat.first_ns * stat.ns / before)
         line_s = stat.ns / 1e9
         recorded = format_seconds(kept / 1e9)
         if stat.ns < kept:
@@ -472,9 +524,18 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                          f"at least what was recorded ({recorded}): the recorded time is kept")
     model = build_model(tr, inputs)
     ops = [op for op in tr.ops if op.func is not None and not op.is_view]
-    # new memory: what the traced operations allocate, or what tracemalloc saw (arrays made
-    # by calls the tracer does not see, np.ones(n), a generator's method)
-    new_bytes = max(sum(op.out_bytes for op in ops if op.allocates), peak[0])
+    if len(tr.ops) > RETIMED_OPS:
+        # the tracer's records of a comprehension's thousands of operations outweighed what
+        # the line makes (148 MB for a sum over 100,000 products of elements): its own peak
+        restore()
+        with np.errstate(all="ignore"), _statements.preserved_rng(), allocated() as peak:
+            fn()
+        restore()
+    # new memory: what the traced operations allocate beyond malloc's free lists (a scalar's
+    # result is no new page), or what tracemalloc saw (arrays made by calls the tracer does not
+    # see, np.ones(n), a generator's method)
+    new_bytes = max(sum(op.out_bytes for op in ops
+                        if op.allocates and op.out_bytes > SMALL_CALL_BYTES), peak[0])
     # a product BLAS computes (NumPy's own loop multiplies integer matrices: no threads)
     gemm = any(op.gemm and op.result_array is not None and op.result_array.dtype.kind in "fc"
                for op in ops)
@@ -683,7 +744,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     small = [r for r in timed if r["in_bytes"] + r["out_bytes"] <= SMALL_CALL_BYTES]
     per_call = sum(r["time_s"] for r in small) + cost * (len(timed) - len(small))
     views = sum(1 for op in tr.ops if op.is_view)
-    steps = max(0, _syntax_steps(st.tree) - len(timed) - views)
+    steps = max(0, _syntax_steps(st.tree, ns) - len(timed) - views)
     interpreter = min(max(0.0, replay_s - ops_s), views * view_s + (steps + 1) * step_s)
     # calls the tracer does not see (a random generator's method, a compiled library's
     # function) on small arrays only: what they took is their fixed cost, not work

@@ -291,10 +291,11 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
         elif s.recorded_why:
             s.recorded_ns = taken
         order[id(s)] = max(taken, s.ns // 2) if s.recorded_why == "library" else taken
-        if s.capture is not None and s.ns > 0:  # its captured run, as its share of the hook
-            s.capture.run_ns = int(s.capture.run_ns * taken / s.ns)
+        if s.ns > 0:  # its captured run and its first, each with its share of the hook
+            if s.capture is not None:
+                s.capture.run_ns = int(s.capture.run_ns * taken / s.ns)
+            s.first_ns = int(s.first_ns * taken / s.ns)
         s.ns = taken
-        s.first_ns = min(s.first_ns, s.ns)
     stats = sorted(recorder.lines.values(), key=lambda s: order[id(s)], reverse=True)
     estimated_s = sum(order.values()) / 1e9
     as_in_program(recorder.allocator)  # the statements replayed meet the program's allocator
