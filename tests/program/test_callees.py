@@ -80,3 +80,29 @@ def test_a_stand_in_returns_the_recorded_results_in_turn_read_only():
     assert f.__name__ == "f"
     with pytest.raises(ValueError):
         a[0] = 2.0  # a line writing into what the function returned is not replayed
+
+
+def _squares(n):
+    yield from (i * i for i in range(n))
+
+
+def test_a_generator_or_an_iterator_returned_cannot_stand_in():
+    with pytest.raises(CalleeError, match="yield"):  # a generator: the 1st replay spends it
+        sandboxed(_squares)
+    with pytest.raises(CalleeError, match="iterator"):
+        returning("f", [iter([1, 2])])
+
+
+_BIG = np.zeros(1)
+
+
+def _reads_big(x):
+    return x + _BIG.sum()
+
+
+def test_a_sandbox_copies_no_more_than_its_budget_of_global_arrays(monkeypatch):
+    import chokepoint.program.callees as callees
+
+    monkeypatch.setattr(callees, "SANDBOX_BYTES", 4)
+    with pytest.raises(CalleeError, match="MiB of global arrays"):
+        sandboxed(_reads_big)

@@ -872,3 +872,21 @@ _COUNTED = np.zeros(1)
 def _counted(x):
     _COUNTED[0] += 1
     return x * 2
+
+
+def test_a_sum_over_a_comprehension_is_overhead_not_new_memory(tmp_path, roof):
+    # 30,000 products of two elements each run: the interpreter's steps, once per element;
+    # the tracer's records of its 60,000 operations are no memory the line makes, and its
+    # first run (slowed by the recording's hook as much as the others) no first use
+    path = _program(tmp_path, """\
+        import numpy as np
+        rng = np.random.default_rng(0)
+        x, w = rng.random(30_000), rng.random(30_000)
+        for _ in range(3):
+            s = sum(x[i] * w[i] for i in range(len(x)))
+        """)
+    report = run_program(path, roof=roof, budget_s=20)
+    line = next(r for r in report.lines if r["source"].endswith(":5"))
+    assert line["cause"] == "overhead", line["causes"]
+    assert not any(c["kind"] in ("allocation", "temporaries") for c in line["causes"])
+    assert line["new_bytes"] < 3 * 2**20, line["new_bytes"]

@@ -32,6 +32,10 @@ from ..usercode import user_file
 __all__ = ["CalleeError", "called_functions", "recording", "returning", "sandboxed"]
 
 
+#: the most bytes of arrays a sandbox copies from a function's globals
+SANDBOX_BYTES = 256 * 2**20
+
+
 class CalleeError(ValueError):
     """A user's function cannot stand in by its results (why is the message)."""
 
@@ -91,7 +95,8 @@ def sandboxed(fn: types.FunctionType, include: tuple[str, ...] = (),
         Where it (or a user function it calls) has effects besides computing, closes over
         variables, or reads a global that cannot be copied.
     """
-    made = {} if _made is None else _made  # id(function) -> copy; id(globals) -> their copy
+    # id(function) -> its copy; id(globals) -> their copy; "bytes": the arrays copied so far
+    made = {} if _made is None else _made
     if id(fn) in made:
         return made[id(fn)]
     why = _effects(fn, include)
@@ -119,6 +124,12 @@ def sandboxed(fn: types.FunctionType, include: tuple[str, ...] = (),
                 raise CalleeError(f"your function {fn.__name__}() calls {name}, a method or "
                                   "partial kept in a global (its object is not copied)")
             else:
+                if isinstance(value, np.ndarray):
+                    made["bytes"] = made.get("bytes", 0) + value.nbytes
+                    if made["bytes"] > SANDBOX_BYTES:
+                        raise CalleeError(f"your function {fn.__name__}() reads more than "
+                                          f"{SANDBOX_BYTES >> 20} MiB of global arrays, "
+                                          "which a sandbox would copy")
                 ns[name] = protected_copy(name, value)
     except TypeError as exc:  # protected_copy's message says what could not be copied
         raise CalleeError(f"your function {fn.__name__}() reads a global that cannot be "
@@ -142,10 +153,19 @@ def returning(name: str, results: list) -> Callable:
     """A stand-in for the user's function ``name``: each call returns the next of
     ``results``, in a cycle (a replay calls it in the order the recording did). Arrays are
     returned read-only: a line writing into one fails, and is not replayed, rather than
-    change what later replays are handed."""
+    change what later replays are handed.
+
+    Raises
+    ------
+    CalleeError
+        Where a result is an iterator (the first replay would spend it).
+    """
     for value in results:
         if isinstance(value, np.ndarray):
             value.flags.writeable = False
+        elif hasattr(value, "__next__"):
+            raise CalleeError(f"your function {name}() returned an iterator, which the first "
+                              "replay would spend")
     following = itertools.cycle(results).__next__
 
     def returned(*args, **kwargs):

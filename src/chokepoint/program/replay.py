@@ -425,8 +425,11 @@ def _recorded(statement: _statements.Statement, capture, found: dict,
             statement.function(ns)()
     except (Exception, SystemExit) as exc:
         raise ReplayError(f"it raised {type(exc).__name__} when replayed alone: {exc}") from None
-    return {name: callees.returning(name, results)
-            for name, (_, results) in recorders.items()}
+    try:
+        return {name: callees.returning(name, results)
+                for name, (_, results) in recorders.items()}
+    except callees.CalleeError as exc:
+        raise ReplayError(str(exc)) from None
 
 
 def run_once(replay: Replay) -> tuple[dict, object]:
