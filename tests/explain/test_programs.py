@@ -139,7 +139,10 @@ def test_a_row_maximum_read_back_is_rewritten_to_a_fused_reduction(roof):
     assert e.rewrite["statement"] == (
         "chokepoint.fuse('np.exp(x - x.max(axis=1, keepdims=True))')(x=x)")
     assert e.rewrite["fused"] and e.rewrite["max_ulp"] <= 4 and e.rewrite["speedup"] > 1
-    assert any("2 passes (a reduction first)" in (f.suggestion or "") for f in e.findings)
+    # said as a finding, or as a minor one where the maximum's strided rows hold most of the
+    # time (72-78% on an Intel Xeon, where the extra passes' share read 0.8-4%)
+    assert any("2 passes (a reduction first)" in (f.suggestion or "")
+               for f in [*e.findings, *e.minor])
 
 
 def test_a_stencil_assigned_into_a_slice_is_fused_into_that_slice(roof):
