@@ -117,6 +117,8 @@ class Trace:
     #: the one line of a loop's body, counts once: at least this many)
     line_runs: dict[tuple[str, int], int] = field(default_factory=dict)
     result: object = None
+    #: operations run untraced once ``max_ops`` were recorded (their results plain arrays)
+    untraced: int = 0
 
     def name_of(self, value) -> str:
         if isinstance(value, np.ndarray) and id(value) in self.names:
@@ -284,6 +286,9 @@ class Traced(NDArrayOperatorsMixin):
         return len(self.array)
 
     def __iter__(self):
+        frame = _user_frame()
+        if frame is not None:  # no operation, but the line's patterns ([v * 2 for v in x])
+            self.tracer._begin_line(frame)
         return iter(self.array)
 
     def __bool__(self):
@@ -317,8 +322,9 @@ class Traced(NDArrayOperatorsMixin):
 class Tracer:
     """Runs operations on real arrays, records them, and wraps their results."""
 
-    def __init__(self):
+    def __init__(self, max_ops: int | None = None):
         self.trace = Trace()
+        self.max_ops = max_ops
         self._count = 0
         self._line: tuple[str, int] | None = None
         self._seen_lines: set[tuple[str, int]] = set()
@@ -336,6 +342,9 @@ class Tracer:
 
     def call(self, name: str, func: Callable, args: tuple, kwargs: dict, *, kind: str):
         real_args, real_kwargs = _unwrap(args), _unwrap(kwargs)
+        if self.max_ops is not None and len(self.trace.ops) >= self.max_ops:
+            self.trace.untraced += 1  # recording each costs 100 us: run it, plain
+            return func(*real_args, **real_kwargs)
         out = real_kwargs.get("out")
         outs = _arrays_in(out) if out is not None else []
         inputs = [a for a in _arrays_in(real_args) + _arrays_in(
@@ -522,7 +531,8 @@ def _creations_traced(tracer: Tracer, statement: Statement) -> Iterator[None]:
             setattr(np, name, original)
 
 
-def trace(statement: str | Statement, namespace: dict, inputs: list[str]) -> Trace:
+def trace(statement: str | Statement, namespace: dict, inputs: list[str],
+          max_ops: int | None = None) -> Trace:
     """Run ``statement`` once in ``namespace`` with the arrays named in ``inputs`` traced.
 
     ``statement`` may be an expression, statements or a whole cell, and may call the user's
@@ -530,10 +540,11 @@ def trace(statement: str | Statement, namespace: dict, inputs: list[str]) -> Tra
     and line of the user's code that did it. The namespace's arrays are used as they are: pass
     copies. When the statement's value is a plain array although a traced array was converted
     by ``__array__`` (numexpr and the like), the untraced work is recorded as one opaque
-    operation, timed by the caller.
+    operation, timed by the caller. With ``max_ops``, operations after that many run plain
+    (:attr:`Trace.untraced` counts those met on traced arrays: a comprehension's thousands).
     """
     statement = as_statement(statement)
-    tracer = Tracer()
+    tracer = Tracer(max_ops)
     scope = dict(namespace)
     for name in inputs:
         scope[name] = tracer.wrap(namespace[name], name)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import math
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -51,7 +52,9 @@ class Measurement:
     @property
     def median(self) -> float:
         """Median seconds per call."""
-        return float(np.median(self.times))
+        if not self.times:
+            return math.nan
+        return float(statistics.median(self.times))  # np.median costs 30 us on a few numbers
 
     @property
     def iqr(self) -> float:

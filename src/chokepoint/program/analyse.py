@@ -76,6 +76,9 @@ PROBE_CALLS = 40
 #: a line of more operations than this (a loop inside a comprehension) keeps their traced
 #: times: timing each again costs far more than the calls
 RETIMED_OPS = 2000
+#: operations traced in a line at most: recording one costs about 100 us (a comprehension over
+#: 100,000 elements took 20 s to trace and to list); the rest run plain
+TRACED_OPS = 5000
 #: operations holding at least this share of a line's replayed time get explain's probes
 PROBED_SHARE = 0.1
 #: a NumPy call moving at most this many bytes is all fixed cost (its work is a few hundred
@@ -473,7 +476,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     expr = _expression(st)
     try:
         with np.errstate(all="ignore"), _statements.preserved_rng(), allocated() as peak:
-            tr = trace(expr or st, ns, list(inputs))
+            tr = trace(expr or st, ns, list(inputs), max_ops=TRACED_OPS)
         if not replay.mutates:
             replay.mutates = bool(_statements.mutated(replay.arrays(replay.pristine), ns))
     except Exception:  # the tracer's wrappers refused: run it plain, and time it without ops
@@ -743,6 +746,12 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     timed = [r for r in rows if r["time_s"] == r["time_s"] and r["time_s"] > 0]
     small = [r for r in timed if r["in_bytes"] + r["out_bytes"] <= SMALL_CALL_BYTES]
     per_call = sum(r["time_s"] for r in small) + cost * (len(timed) - len(small))
+    if tr.untraced and timed and len(small) == len(timed):
+        # the same code's further elements (a comprehension's), after TRACED_OPS operations all
+        # on small data: fixed cost too
+        per_call = replay_s
+        notes.append(f"its first {len(tr.ops)} operations were traced, all on small data; "
+                     f"{tr.untraced} more ran untraced: their time is counted as theirs")
     views = sum(1 for op in tr.ops if op.is_view)
     steps = max(0, _syntax_steps(st.tree, ns) - len(timed) - views)
     interpreter = min(max(0.0, replay_s - ops_s), views * view_s + (steps + 1) * step_s)
@@ -760,8 +769,9 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     # calls one: a single np.add.at replayed in 53 ms against 36 ms timed alone
     unseen = (max(0.0, replay_s - ops_s - interpreter - opaque)
               if _unseen_calls(st.tree, ns) else 0.0)
-    numbers = {"hits": stat.hits, "calls": len(timed), "small_calls": len(small),
-               "call_s": per_call / len(timed) if timed else cost, "per_hit_s": replay_s,
+    calls = len(timed) + (tr.untraced if per_call == replay_s else 0)
+    numbers = {"hits": stat.hits, "calls": calls, "small_calls": calls - len(timed) + len(small),
+               "call_s": per_call / calls if calls else cost, "per_hit_s": replay_s,
                "work_s": max(0.0, replay_s - overhead),
                "overhead_s": overhead, "opaque_s": opaque,
                "loop": f"{st.filename}:{stat.statement.loop}" if stat.statement.loop else None}
