@@ -268,3 +268,28 @@ def test_first_touches_of_memory_kept_are_not_recoverable():
 def test_a_comprehensions_steps_count_once_per_element(code, steps):
     ns = {"x": np.arange(10.0), "w": [1, 2, 3, 4], "n": 6}
     assert _syntax_steps(ast.parse(code), ns) == steps
+
+
+@pytest.mark.parametrize(("cold", "expected_s"), [
+    # both from memory, slower than the program's run (11 us, its loop's neighbours cached):
+    # their ratio, applied to that run
+    (True, 0.11 * (1 - 38 / 77)),
+    # timed warm, as the program ran it: the run less the contiguous layout's time
+    (False, 0.11 * (11 - 38) / 11),
+])
+def test_a_strided_line_saves_what_its_layouts_measured_of_the_programs_run(
+        monkeypatch, cold, expected_s):
+    import chokepoint.program.analyse as analyse
+
+    monkeypatch.setattr(analyse, "strided_line",
+                        lambda st, ns: SimpleNamespace(operands=["X[:, j]"], strided_bytes=48000))
+    monkeypatch.setattr(analyse, "timed_layouts",
+                        lambda line, cold: ([77e-6, 76e-6, 78e-6] * 2, [38e-6, 37e-6, 39e-6] * 2))
+    causes: list = []
+    ruled: list = []
+    found = analyse._strided_cause(None, {}, 11e-6, 7e-6, 10_000, 0.11, causes, ruled, [],
+                                   analyse._Ledger(0.11), cold=cold)
+    if expected_s > 0:
+        assert found and causes[0].seconds == pytest.approx(expected_s)
+    else:  # the contiguous layout took longer than the program's run: nothing it saves
+        assert not found and ruled[0]["kind"] == "strided-access"
