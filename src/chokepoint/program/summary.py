@@ -194,8 +194,9 @@ def _apply(row: dict, stat: LineStat, a: LineAnalysis, wall_s: float) -> None:
         unseen = a.unseen_s / a.replay_s if a.replay_s > 0 else 0.0
         row["unseen_s"] = min(1.0, unseen) * row["time_s"]
         row["kept_s"] = min(a.kept_s, row["time_s"])
-        row["recoverable_s"] = recoverable(row["time_s"], row["floor_s"], unseen,
-                                           sum(c.seconds for c in a.causes),
+        measured = max(sum(c.seconds for c in a.causes),
+                       (a.rewrite or {}).get("saved_s") or 0.0)
+        row["recoverable_s"] = recoverable(row["time_s"], row["floor_s"], unseen, measured,
                                            row["kept_s"] + row["once_s"])
     else:
         # no operation chokepoint can see (a random generator's method, a C extension): no
