@@ -12,17 +12,27 @@ from chokepoint.program.groups import _comparison, _loop_targets, _statement_sca
 MASK = ast.Name(id="sel", ctx=ast.Load())
 
 
+def _names(*names):
+    return frozenset(names)
+
+
 @pytest.mark.parametrize(("code", "expected"), [
-    ("r = revenue[sel]", ("gather", "revenue")),
-    ("n[s] = sel.sum()", ("count", None)),
-    ("n[s] = np.count_nonzero(sel)", ("count", None)),
-    ("n[s] = np.sum(sel)", ("count", None)),
-    ("t[s] = revenue[sel].sum()", ("gather", "revenue")),
-    ("t[s] = np.mean(qty[sel])", ("gather", "qty")),
-    ("t += w[sel].max()", ("gather", "w")),
-    ("r = tbl['revenue'][sel]", ("gather", "tbl['revenue']")),
+    ("r = revenue[sel]", ("gather", _names("revenue"))),
+    ("n[s] = sel.sum()", ("count", _names())),
+    ("n[s] = np.count_nonzero(sel)", ("count", _names())),
+    ("n[s] = np.sum(sel)", ("count", _names())),
+    ("t[s] = revenue[sel].sum()", ("gather", _names("revenue"))),
+    ("t[s] = np.mean(qty[sel])", ("gather", _names("qty"))),
+    ("t += w[sel].max()", ("gather", _names("w"))),
+    ("r = tbl['revenue'][sel]", ("gather", _names("tbl['revenue']"))),
+    # two scans combined, or one with a number: each group's own rows after sorting
+    ("y[r] = vals[sel] @ x[cols[sel]]", ("gather", _names("vals", "cols"))),
+    ("m[s] = revenue[sel].sum() / sel.sum()", ("gather", _names("revenue"))),
+    ("m[s] = np.dot(w[sel], qty[sel])", ("gather", _names("w", "qty"))),
+    ("y = revenue[sel] * 2", ("gather", _names("revenue"))),
+    ("y = 2 * 3", None),
     ("m[s] = np.median(revenue[sel])", None),  # its work stays: no cause
-    ("y = revenue[sel] * 2", None),
+    ("m[s] = revenue[sel].sum() / total", None),  # a name: what it holds is not known
     ("z = sel.mean()", None),
     ("r = revenue[other]", None),
     ("out[sel] = revenue[sel]", None),  # a write through the mask: not a slice after sorting
@@ -112,3 +122,22 @@ def test_a_group_by_as_a_loop_of_masks_is_found_and_costed(tmp_path, roof):
         row = lines[n]
         assert sum(c["seconds"] for c in row["causes"]) <= row["time_s"] * (1 + 1e-9)
         assert row["recoverable_s"] >= sum(c["seconds"] for c in found[n]) * (1 - 1e-9)
+
+
+def test_a_sparse_product_by_rows_of_masks_is_a_group_by(tmp_path, roof):
+    # a COO matrix-vector product row by row: each row's two masks compare every triplet
+    path = tmp_path / "prog.py"
+    path.write_text(textwrap.dedent("""\
+        import numpy as np
+        rng = np.random.default_rng(0)
+        n, nnz = 600, 30_000
+        rows, cols, vals = rng.integers(0, n, nnz), rng.integers(0, n, nnz), rng.random(nnz)
+        x = rng.random(n)
+        y = np.zeros(n)
+        for r in range(n):
+            y[r] = vals[rows == r] @ x[cols[rows == r]]
+        """))
+    report = run_program(str(path), roof=roof, budget_s=20)
+    line = next(r for r in report.lines if r["source"].endswith(":8"))
+    assert line["cause"] == "group-by-masks", line["causes"]
+    assert line["recoverable_s"] > 0.5 * line["time_s"]

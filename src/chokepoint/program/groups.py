@@ -91,9 +91,15 @@ def _comparison(node: ast.AST, targets: set[str]) -> tuple[str, str] | None:
 
 
 def _gathered(node: ast.AST, dumped: str) -> str | None:
-    """The name of ``x`` where ``node`` is ``x[mask]`` (``dumped``: the mask's AST), else None."""
-    if isinstance(node, ast.Subscript) and ast.dump(node.slice) == dumped:
+    """The name of ``x`` where ``node`` is ``x[mask]`` (``dumped``: the mask's AST), or of
+    ``i`` in ``x[i[mask]]`` (a group's rows read through an index: after sorting, ``x`` is
+    read at the sorted ``i``'s slice), else None."""
+    if not isinstance(node, ast.Subscript):
+        return None
+    if ast.dump(node.slice) == dumped:
         return _column(node.value)
+    if _column(node.value) is not None:
+        return _gathered(node.slice, dumped)
     return None
 
 
@@ -102,12 +108,38 @@ def _numpy(f: ast.AST, names: set[str]) -> bool:
             and f.value.id in ("np", "numpy"))
 
 
-def _scan(value: ast.AST, mask: ast.AST) -> tuple[str, str | None] | None:
-    """What a statement's value does with the mask, when that is all it does: ``("gather",
-    x)`` for ``x[mask]`` or a reduction of it (``x[mask].sum()``, ``np.mean(x[mask])``: over a
-    group's slice that is a pass over its own rows), ``("count", None)`` for ``mask.sum()``,
-    ``np.sum(mask)``, ``np.count_nonzero(mask)``; else None (``np.median(x[mask])`` keeps
-    its work)."""
+#: NumPy's products of two of a group's gathers (``np.dot(v[sel], x[sel])``)
+_PRODUCTS = {"dot", "inner", "vdot", "matmul"}
+
+
+def _scan(value: ast.AST, mask: ast.AST) -> tuple[str, frozenset[str]] | None:
+    """What a statement's value does with the mask, when that is all it does, and the names
+    of the arrays it gathers: ``"gather"`` for ``x[mask]`` or a reduction of it
+    (``x[mask].sum()``, ``np.mean(x[mask])``: over a group's slice that is a pass over its own
+    rows), ``"count"`` for ``mask.sum()``, ``np.sum(mask)``, ``np.count_nonzero(mask)``; and
+    two such combined by an operator or a product (``v[mask] @ x[c[mask]]``,
+    ``x[mask].sum() / mask.sum()``), or one with a number (``x[mask].sum() * 0.5``); else None
+    (``np.median(x[mask])`` keeps its work)."""
+    one = _one_scan(value, mask)
+    if one is not None:
+        return one[0], frozenset([one[1]] if one[1] else [])
+    if isinstance(value, ast.BinOp):
+        parts = [value.left, value.right]
+    elif isinstance(value, ast.Call) and _numpy(value.func, _PRODUCTS) \
+            and len(value.args) == 2 and not value.keywords:
+        parts = list(value.args)
+    else:
+        return None
+    scans = [_scan(p, mask) if not isinstance(p, ast.Constant) else ("number", frozenset())
+             for p in parts]
+    if None in scans or all(what == "number" for what, _ in scans):
+        return None
+    what = "gather" if any(what == "gather" for what, _ in scans) else "count"
+    return what, frozenset().union(*(names for _, names in scans))
+
+
+def _one_scan(value: ast.AST, mask: ast.AST) -> tuple[str, str | None] | None:
+    """One gather, reduction or count of the mask (see :func:`_scan`): what, and the name."""
     dumped = ast.dump(mask)
     name = _gathered(value, dumped)
     if name is not None:
@@ -128,8 +160,8 @@ def _scan(value: ast.AST, mask: ast.AST) -> tuple[str, str | None] | None:
     return None
 
 
-def _statement_scan(code: str, mask: ast.AST) -> tuple[str, str | None] | None:
-    """(what, gathered array's name) where a statement assigns or returns one scan of the
+def _statement_scan(code: str, mask: ast.AST) -> tuple[str, frozenset[str]] | None:
+    """(what, gathered arrays' names) where a statement assigns or returns one scan of the
     mask (see :func:`_scan`), else None."""
     tree = _tree(code)
     if tree is None or len(tree.body) != 1:
@@ -181,8 +213,7 @@ def find(stats: list[LineStat]) -> list[MaskedGroups]:
                     scan = _statement_scan(o.code, name)
                     if scan is not None:
                         group.scans.append(other)
-                        if scan[1]:
-                            group.gathered.add(scan[1])
+                        group.gathered |= scan[1]
                 found.append(group)
                 continue
         # `np.count_nonzero(key == group)` and the like, the comparison used in place
@@ -192,7 +223,7 @@ def find(stats: list[LineStat]) -> list[MaskedGroups]:
                 scan = _statement_scan(st.code, sub)
                 if scan is not None:
                     found.append(MaskedGroups(header, s, *pair, mask=None, scans=[s],
-                                              gathered={scan[1]} if scan[1] else set()))
+                                              gathered=set(scan[1])))
                 break
     # the key must be the same array in every run of the loop (nested loops' lines too)
     return [g for g in found if not any(
