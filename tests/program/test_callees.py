@@ -73,13 +73,18 @@ def test_a_function_with_effects_or_no_source_cannot_stand_in(fn, why):
         sandboxed(fn)
 
 
-def test_a_stand_in_returns_the_recorded_results_in_turn_read_only():
+def test_a_stand_in_returns_the_recorded_results_in_turn_as_read_only_copies():
     a, b = np.ones(3), np.zeros(3)
-    f = returning("f", [a, b, 7.0])
-    assert [f(1) is a, f(2) is b, f(3), f(4) is a] == [True, True, 7.0, True]
+    f = returning("f", [a, (b, 2), 7.0])
+    first, (second, two), seven, again = f(1), f(2), f(3), f(4)
+    assert (first == a).all() and (second == b).all() and (two, seven) == (2, 7.0)
+    assert again is first and first is not a  # the same copy each cycle, never the user's
     assert f.__name__ == "f"
     with pytest.raises(ValueError):
-        a[0] = 2.0  # a line writing into what the function returned is not replayed
+        first[0] = 2.0  # a line writing into what the function returned is not replayed
+    with pytest.raises(ValueError):
+        second[0] = 2.0
+    a[0] = 5.0  # the user's arrays stay theirs, writable
 
 
 def _squares(n):
@@ -106,3 +111,40 @@ def test_a_sandbox_copies_no_more_than_its_budget_of_global_arrays(monkeypatch):
     monkeypatch.setattr(callees, "SANDBOX_BYTES", 4)
     with pytest.raises(CalleeError, match="MiB of global arrays"):
         sandboxed(_reads_big)
+
+
+class _Cfg:
+    calls = 0
+
+
+_push = _SEEN.append
+_draw = np.random.RandomState(0).normal
+
+
+def _bumps_class(x):
+    _Cfg.calls += 1
+    return x
+
+
+def _reads_module(x):
+    return ast.literal_eval(str(x))
+
+
+def _pushes(x):
+    _push(x)
+    return x
+
+
+def _draws(x):
+    return x + _draw()
+
+
+@pytest.mark.parametrize(("fn", "why"), [
+    (_bumps_class, "the class _Cfg"),  # its attributes are the user's
+    (_reads_module, "the module ast"),  # another module's objects are the user's
+    (_pushes, "append"),  # stack.append kept in a global
+    (_draws, "a method or partial"),  # the user's own RandomState
+])
+def test_a_function_reaching_the_users_objects_through_a_shared_global_cannot_stand_in(fn, why):
+    with pytest.raises(CalleeError, match=why):
+        sandboxed(fn)

@@ -907,3 +907,57 @@ def test_an_ffts_time_has_no_known_floor_and_is_not_recoverable(tmp_path, roof):
     assert line["analysed"], line["why_not"]
     assert line["unseen_s"] > 0.5 * line["time_s"], line
     assert line["recoverable_s"] < 0.5 * line["time_s"], line
+
+
+def test_a_line_standing_in_its_function_never_runs_the_users_other_code(tmp_path, roof,
+                                                                          monkeypatch):
+    # f stands in; helpers.g (a function of another module, with state) keeps the line from
+    # being replayed; and the list the line hands to h, sandboxed, is a copy
+    (tmp_path / "helpers.py").write_text(textwrap.dedent("""\
+        import numpy as np
+        state = [0]
+        cache = []
+        def g(x):
+            state[0] += 1
+            return x * 2
+        """))
+    path = _program(tmp_path, """\
+        import numpy as np
+        import helpers
+        def f(x):
+            return x + 1.0
+        def h(items, x):
+            items.append(1)
+            return x * 3.0
+        x = np.arange(1000.0)
+        for _ in range(200):
+            z = np.sqrt(f(x) + helpers.g(x))
+            y = np.sqrt(h(helpers.cache, x) + 1.0)
+        print(helpers.state[0], len(helpers.cache))
+        """)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    report = run_program(path, roof=roof, budget_s=20)
+    import helpers
+
+    assert (helpers.state[0], len(helpers.cache)) == (200, 200)
+    lines = {r["source"].rsplit(":", 1)[1]: r for r in report.lines}
+    assert not lines["10"]["analysed"], lines["10"]
+    # h stood in, run once more on a copy of the list (else the user's list had grown)
+    assert any("h() returning" in n for n in lines["11"]["notes"]), lines["11"]
+
+
+def test_a_large_operation_after_a_long_comprehension_is_still_traced(tmp_path, roof):
+    # 8,000 scalar operations, then a sort of 4 * 10**6: past the traced operations' cap the
+    # sort is still recorded (its time NumPy's own work, no known floor), not overhead
+    path = _program(tmp_path, """\
+        import numpy as np
+        rng = np.random.default_rng(0)
+        x, w, big = rng.random(4000), rng.random(4000), rng.random(4_000_000)
+        for _ in range(3):
+            s = sum(x[i] * w[i] for i in range(len(x))) + np.sort(big)[0]
+        """)
+    report = run_program(path, roof=roof, budget_s=20)
+    line = next(r for r in report.lines if r["source"].endswith(":5"))
+    assert line["unseen_s"] > 0.5 * line["time_s"], line
+    assert not any(c["kind"] == "overhead" and c["seconds"] > 0.5 * line["time_s"]
+                   for c in line["causes"]), line["causes"]

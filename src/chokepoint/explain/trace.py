@@ -319,6 +319,23 @@ class Traced(NDArrayOperatorsMixin):
         return attribute
 
 
+#: past its ``max_ops``, a trace still records operations reading an array over this size
+#: (a sort of a large array after a comprehension's thousands of scalar operations)
+UNTRACED_BYTES = 8 * 1024
+
+
+def _large(kind: str, args: tuple, kwargs: dict) -> bool:
+    """Whether an operation reads an array over :data:`UNTRACED_BYTES`: an index reads its
+    target only through an index array or a mask (``x[i]`` reads an element)."""
+    if kind == "index":
+        arrays = _arrays_in(args[2:])
+        if len(args) > 1 and advanced(args[1]):
+            arrays += [args[0], *_arrays_in(args[1])]
+    else:
+        arrays = _arrays_in((args, kwargs))
+    return any(a.nbytes > UNTRACED_BYTES for a in arrays)
+
+
 class Tracer:
     """Runs operations on real arrays, records them, and wraps their results."""
 
@@ -342,8 +359,9 @@ class Tracer:
 
     def call(self, name: str, func: Callable, args: tuple, kwargs: dict, *, kind: str):
         real_args, real_kwargs = _unwrap(args), _unwrap(kwargs)
-        if self.max_ops is not None and len(self.trace.ops) >= self.max_ops:
-            self.trace.untraced += 1  # recording each costs 100 us: run it, plain
+        if self.max_ops is not None and len(self.trace.ops) >= self.max_ops \
+                and not _large(kind, real_args, real_kwargs):
+            self.trace.untraced += 1  # recording each costs 20-100 us: run it, plain
             return func(*real_args, **real_kwargs)
         out = real_kwargs.get("out")
         outs = _arrays_in(out) if out is not None else []
@@ -540,8 +558,9 @@ def trace(statement: str | Statement, namespace: dict, inputs: list[str],
     and line of the user's code that did it. The namespace's arrays are used as they are: pass
     copies. When the statement's value is a plain array although a traced array was converted
     by ``__array__`` (numexpr and the like), the untraced work is recorded as one opaque
-    operation, timed by the caller. With ``max_ops``, operations after that many run plain
-    (:attr:`Trace.untraced` counts those met on traced arrays: a comprehension's thousands).
+    operation, timed by the caller. With ``max_ops``, operations after that many run plain,
+    but those reading an array over :data:`UNTRACED_BYTES` (:attr:`Trace.untraced` counts
+    those met on traced arrays: a comprehension's thousands).
     """
     statement = as_statement(statement)
     tracer = Tracer(max_ops)
@@ -553,7 +572,7 @@ def trace(statement: str | Statement, namespace: dict, inputs: list[str],
     result = _unwrap(value)
     t = tracer.trace
     plain = isinstance(result, np.ndarray) and not isinstance(value, Traced)
-    if plain and id(result) not in t.names:
+    if plain and id(result) not in t.names and not t.untraced:
         t.names[id(result)] = "result"
         t.ops.append(_opaque(list(t.escaped.values()), result,
                              "untraced code (numexpr, numba, a C extension...)"))

@@ -76,8 +76,9 @@ PROBE_CALLS = 40
 #: a line of more operations than this (a loop inside a comprehension) keeps their traced
 #: times: timing each again costs far more than the calls
 RETIMED_OPS = 2000
-#: operations traced in a line at most: recording one costs about 100 us (a comprehension over
-#: 100,000 elements took 20 s to trace and to list); the rest run plain
+#: operations traced in a line at most: recording one costs 20-100 us (a comprehension over
+#: 100,000 elements took 20 s to trace and to list); the rest run plain, but for operations
+#: on arrays over 8 KiB
 TRACED_OPS = 5000
 #: operations holding at least this share of a line's replayed time get explain's probes
 PROBED_SHARE = 0.1
@@ -302,7 +303,7 @@ def _length(node: ast.expr, ns: dict) -> int | None:
             bounds = [_integer(a, ns) for a in args]
             try:
                 return len(range(*bounds))
-            except (TypeError, ValueError):  # a bound not known, or a step of 0
+            except (TypeError, ValueError, OverflowError):  # unknown, a step of 0, or 2**63
                 return None
         if name in ("enumerate", "zip") and args:
             lengths = [_length(a, ns) for a in (args[:1] if name == "enumerate" else args)]
@@ -755,7 +756,10 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     view_s, step_s = step_costs()
     timed = [r for r in rows if r["time_s"] == r["time_s"] and r["time_s"] > 0]
     small = [r for r in timed if r["in_bytes"] + r["out_bytes"] <= SMALL_CALL_BYTES]
-    per_call = sum(r["time_s"] for r in small) + cost * (len(timed) - len(small))
+    # not timed again, a small call keeps its traced time, which the tracer's own work
+    # inflates (1.7 us for an x[i] of 0.1 us): at most the measured fixed cost of a call
+    per_call = sum(r["time_s"] if not many else min(r["time_s"], cost) for r in small) \
+        + cost * (len(timed) - len(small))
     if tr.untraced and timed and len(small) == len(timed):
         # the same code's further elements (a comprehension's), after TRACED_OPS operations all
         # on small data: fixed cost too

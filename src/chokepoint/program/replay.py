@@ -294,9 +294,9 @@ def refused_call(tree: ast.AST, values: dict, global_ns: dict,
     computes). Refused: the user's own functions (their lines are measured), functions of
     modules that act on the world (``sleep`` imported from time, logging), methods that write
     or show (``fig.savefig``, ``log.info``), and bound methods stored in a variable (their
-    object is not copied with the statement's values). In a ``sandbox`` (:mod:`.callees`:
-    the user's functions and every container copies) the first and the containers' own
-    methods (``L.append``) are not refused."""
+    object is not copied with the statement's values). In a ``sandbox`` (a function's body,
+    :mod:`.callees`: the user's functions it calls sandboxed, its globals and arguments
+    copies) the first and containers' own methods (``L.append``) are not refused."""
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
@@ -314,7 +314,8 @@ def refused_call(tree: ast.AST, values: dict, global_ns: dict,
         if root in EFFECT_MODULES:
             return f"it calls {root}.{name}(), which acts outside the program's arrays"
         owner = getattr(value, "__self__", None)
-        if sandbox and name in CONTAINER_METHODS and isinstance(owner, (list, dict, set)):
+        if sandbox and name in CONTAINER_METHODS and isinstance(owner, (list, dict, set)) \
+                and isinstance(node.func, ast.Attribute):  # L.append(x), not push(x)
             continue
         if name in OUTPUT_METHODS and root not in ARRAY_MODULES:
             return f"it calls .{name}(), which writes or shows what was computed"
@@ -357,9 +358,7 @@ def prepare(stat: LineStat, include: tuple[str, ...] = ()) -> Replay:
         if computed is None or side_effect(computed.tree) is not None or refused_call(
                 computed.tree, capture.values, capture.globals, include) is not None:
             computed = None
-            if side_effect(statement.tree) is None and refused_call(
-                    statement.tree, capture.values, capture.globals, include,
-                    sandbox=True) is None:
+            if side_effect(statement.tree) is None:
                 own_calls = _callees(statement, capture, include)  # g = (f(X[i] @ w) - y) * x
         if computed is not None:
             called = users(statement.tree.body[0].value.func)
@@ -377,7 +376,7 @@ def prepare(stat: LineStat, include: tuple[str, ...] = ()) -> Replay:
                          "timed alone")
     values = dict(capture.values)
     if own_calls:
-        values.update(_recorded(statement, capture, own_calls, include))
+        values.update(_recorded(statement, capture, own_calls))
     changed = capture.changed_since()
     if changed:
         notes.append(f"replayed on the values at the end of the run: the program changed "
@@ -394,28 +393,32 @@ def _named(callees: dict) -> str:
 
 def _callees(statement: _statements.Statement, capture,
              include: tuple[str, ...]) -> dict[str, types.FunctionType] | None:
-    """The user's functions ``statement`` calls by name, when each can stand in by what it
-    returns (:mod:`.callees`), else None."""
+    """Sandboxed copies (:func:`.callees.sandboxed`) of the user's functions ``statement``
+    calls by name, when each can stand in by what it returns and nothing else the statement
+    calls is refused (:func:`refused_call`: another of the user's functions, a method of
+    theirs), else None."""
     try:
         found = callees.called_functions(
             statement.tree, lambda node: _resolve(node, capture.values, capture.globals),
             include)
+        if not found:
+            return None
         made: dict = {}
-        for fn in found.values():
-            callees.sandboxed(fn, include, made)
+        copies = {name: callees.sandboxed(fn, include, made) for name, fn in found.items()}
     except callees.CalleeError:
         return None
-    return found or None
+    # the rest of the line judged as any line is, the functions standing in as a builtin
+    others = {**capture.values, **dict.fromkeys(found, abs)}
+    if refused_call(statement.tree, others, capture.globals, include) is not None:
+        return None
+    return copies
 
 
-def _recorded(statement: _statements.Statement, capture, found: dict,
-              include: tuple[str, ...]) -> dict[str, Callable]:
-    """Stand-ins for the user's functions ``found``: the statement run once on copies, each
-    function sandboxed (:func:`.callees.sandboxed`), what each call returned recorded.
-    ReplayError when it raises."""
-    made: dict = {}
-    recorders = {name: callees.recording(callees.sandboxed(fn, include, made))
-                 for name, fn in found.items()}
+def _recorded(statement: _statements.Statement, capture,
+              copies: dict[str, Callable]) -> dict[str, Callable]:
+    """Stand-ins for the user's functions: the statement run once on copies with their
+    sandboxed ``copies``, what each call returned recorded. ReplayError when it raises."""
+    recorders = {name: callees.recording(fn) for name, fn in copies.items()}
     ns = dict(capture.globals)
     try:
         for name, value in capture.values.items():
@@ -423,6 +426,8 @@ def _recorded(statement: _statements.Statement, capture, found: dict,
         ns.update({name: recorder for name, (recorder, _) in recorders.items()})
         with np.errstate(all="ignore"), _statements.preserved_rng():
             statement.function(ns)()
+    except callees.CalleeError as exc:
+        raise ReplayError(str(exc)) from None
     except (Exception, SystemExit) as exc:
         raise ReplayError(f"it raised {type(exc).__name__} when replayed alone: {exc}") from None
     try:
