@@ -651,7 +651,10 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                              **({"captured_hit": capture.hit, "captured_run_s": program_run_s,
                                  "compared_s": run_s} if again else {})}))
 
-    once_s = 0.0 if again or any(c.kind == "allocation" for c in causes) else ledger.take(
+    # (a replay of a line's arguments alone, print(E), misses the call's own time: no gap of
+    # its first run is one-time there)
+    once_s = 0.0 if again or replay.arguments or any(
+        c.kind == "allocation" for c in causes) else ledger.take(
         one_time(first_s, line_s, stat.hits, run_s, as_written.iqr, kept_s))
 
     if threads > 1:
