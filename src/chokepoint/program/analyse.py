@@ -378,7 +378,7 @@ def one_time(first_s: float, line_s: float, hits: int, run_s: float, spread_s: f
     """What a line's first run took beyond its other runs (and beyond ``run_s``, a run
     replayed), less ``kept_s``, when that exceeds the replay's spread and the first run took
     ``FIRST_USE_RATIO`` times a run: a one-time cost (``np.random.default_rng(0)``'s first call
-    loads its bit generator: 9 ms, against 14 us replayed), at most the line's time beyond
+    imports ``numpy.random``: 9 ms, against 14 us replayed), at most the line's time beyond
     its runs replayed. 0.0 otherwise."""
     others = (line_s - first_s) / (hits - 1) if hits > 1 else 0.0
     run = max(run_s, others)
@@ -763,7 +763,8 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     # inflates (1.7 us for an x[i] of 0.1 us): at most the measured fixed cost of a call
     per_call = sum(r["time_s"] if not many else min(r["time_s"], cost) for r in small) \
         + cost * (len(timed) - len(small))
-    if tr.untraced and timed and len(small) == len(timed):
+    untraced = bool(tr.untraced and timed and len(small) == len(timed))
+    if untraced:
         # the same code's further elements (a comprehension's), after TRACED_OPS operations all
         # on small data: fixed cost too
         per_call = replay_s
@@ -789,7 +790,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     unseen = min(replay_s, unseen + sum(
         r["time_s"] for op, r in zip(tr.ops, rows, strict=True)
         if op.name.removeprefix("ndarray.") in UNMODELLED and r["time_s"] > 0))
-    calls = len(timed) + (tr.untraced if per_call == replay_s else 0)
+    calls = len(timed) + (tr.untraced if untraced else 0)
     numbers = {"hits": stat.hits, "calls": calls, "small_calls": calls - len(timed) + len(small),
                "call_s": per_call / calls if calls else cost, "per_hit_s": replay_s,
                "work_s": max(0.0, replay_s - overhead),
