@@ -961,3 +961,23 @@ def test_a_large_operation_after_a_long_comprehension_is_still_traced(tmp_path, 
     assert line["unseen_s"] > 0.5 * line["time_s"], line
     assert not any(c["kind"] == "overhead" and c["seconds"] > 0.5 * line["time_s"]
                    for c in line["causes"]), line["causes"]
+
+
+def test_a_line_of_work_with_no_known_floor_is_named_beside_the_headline(tmp_path, roof):
+    # a whole argsort of each column for its last element: its time is not counted as
+    # recoverable (nothing here models a sort), so the headline is another line; the sort's
+    # line is named beside it
+    path = _program(tmp_path, """\
+        import numpy as np
+        rng = np.random.default_rng(0)
+        scores = rng.random((100, 300))
+        best = np.zeros(300, dtype=np.intp)
+        for t in range(200):
+            scores = scores + 0.5
+            order = np.argsort(scores, axis=0)
+            best = order[-1]
+        """)
+    report = run_program(path, roof=roof, budget_s=20)
+    assert report.headline["unknown"] is not None, report.headline
+    assert report.headline["unknown"].endswith(":7")
+    assert "more time, of no known floor, at" in report.text()

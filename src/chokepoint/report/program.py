@@ -285,6 +285,13 @@ def _headline_lines(r) -> list[str]:
         out.append("  close behind (which comes first may change from run to run): "
                    + ", ".join(f"{source} ({_ms(recoverable_of[source])})"
                                for source in h["close"]))
+    if h.get("unknown"):
+        other = next(line for line in r.lines if line["source"] == h["unknown"])
+        out.append(f"  more time, of no known floor, at {other['source']}: {_ms(other['time_s'])} "
+                   f"({_pct(other['share'])} of the run), {_ms(other['unseen_s'])} of it in "
+                   "work chokepoint has no model of (a sort, an FFT, another library's call): "
+                   "not counted as recoverable, but all of it may be (a whole sort for one "
+                   "element)")
     for cause in top["causes"][:3]:
         out.append(f"  {cause['kind']} ({_ms(cause['seconds'])}): {cause_evidence(cause)}")
     if top["analysed"]:
