@@ -387,8 +387,8 @@ def prepare(stat: LineStat, include: tuple[str, ...] = ()) -> Replay:
                   arguments=refused is not None)
 
 
-def _named(callees: dict) -> str:
-    return ", ".join(f"your function {name}()" for name in callees)
+def _named(functions: dict) -> str:
+    return ", ".join(f"your function {name}()" for name in functions)
 
 
 def _callees(statement: _statements.Statement, capture,
