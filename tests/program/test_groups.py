@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from chokepoint.program import run_program
-from chokepoint.program.groups import _comparison, _loop_targets, _statement_scan, _stores
+from chokepoint.program.groups import _comparison, _loop_targets, _statement_scan, stores
 
 MASK = ast.Name(id="sel", ctx=ast.Load())
 
@@ -62,7 +62,7 @@ def test_a_key_compared_with_the_loops_variable(code, expected):
     ("x[store], y = 1, 2", False), ("n = np.count_nonzero(store == s)", False),
     ("a, store = 1, 2", True)])
 def test_a_key_bound_or_written_in_the_loop(code, stored):
-    assert _stores(code, "store") == stored
+    assert stores(code, "store") == stored
 
 
 def test_an_array_per_run_or_a_key_changed_in_the_loop_is_no_group_by(tmp_path, roof):

@@ -27,7 +27,7 @@ import numpy as np
 
 from .record import LineStat
 
-__all__ = ["MIN_ROWS", "MaskedGroups", "attach", "find"]
+__all__ = ["MIN_ROWS", "MaskedGroups", "attach", "find", "first_claim", "inside", "stores"]
 
 #: a key shorter than this is not worth sorting: its scans are a few microseconds each
 MIN_ROWS = 10_000
@@ -227,11 +227,11 @@ def find(stats: list[LineStat]) -> list[MaskedGroups]:
                 break
     # the key must be the same array in every run of the loop (nested loops' lines too)
     return [g for g in found if not any(
-        _stores(o.statement.code, _base(g.key)) for o in stats
-        if _inside(o, g.loop.statement, by_key))]
+        stores(o.statement.code, _base(g.key)) for o in stats
+        if inside(o, g.loop.statement, by_key))]
 
 
-def _inside(stat: LineStat, loop, by_key: dict) -> bool:
+def inside(stat: LineStat, loop, by_key: dict) -> bool:
     """Whether ``stat`` runs in the body of the loop ``loop`` (a Statement), at any depth."""
     st, seen = stat.statement, set()
     while st.loop and (st.filename, st.loop) not in seen:
@@ -250,7 +250,7 @@ def _base(column: str) -> str:
     return node.id if isinstance(node, ast.Name) else node.value.id
 
 
-def _stores(code: str, name: str) -> bool:
+def stores(code: str, name: str) -> bool:
     """Whether a statement may change ``name``: binds it or writes into it (``key = ...``,
     ``key[i] = ...``), or hands it to a call (``key.sort()``, ``np.random.shuffle(key)``,
     ``out=key``)."""
@@ -381,12 +381,19 @@ def attach(rows: dict[int, dict], stats: list[LineStat], display: Callable[[Line
             seconds, cure = max(0.0, line_s - cure), max(0.0, cure - line_s)
             if seconds <= 0:
                 continue
-            others = [dict(c) for c in row["causes"]]
-            taken = sum(c["seconds"] for c in others)
-            if taken > line_s - seconds:
-                others = [{**c, "seconds": c["seconds"] * (line_s - seconds) / taken}
-                          for c in others if line_s > seconds]
-            row["causes"] = sorted([{"kind": "group-by-masks", "seconds": seconds,
-                                     "hits": s.hits, **numbers}, *others],
-                                   key=lambda c: c["seconds"], reverse=True)
-            row["recoverable_s"] = max(row["recoverable_s"], seconds)
+            first_claim(row, {"kind": "group-by-masks", "seconds": seconds, "hits": s.hits,
+                              **numbers})
+
+
+def first_claim(row: dict, cause: dict) -> None:
+    """Give a report's ``row`` a cause measured on its whole loop (the reason the line runs at
+    all) first in its ledger: its other causes scaled to what is left of the line's time, in
+    proportion; its recoverable time at least the cause's."""
+    line_s, seconds = row["time_s"], cause["seconds"]
+    others = [dict(c) for c in row["causes"]]
+    taken = sum(c["seconds"] for c in others)
+    if taken > line_s - seconds:
+        others = [{**c, "seconds": c["seconds"] * (line_s - seconds) / taken}
+                  for c in others if line_s > seconds]
+    row["causes"] = sorted([cause, *others], key=lambda c: c["seconds"], reverse=True)
+    row["recoverable_s"] = max(row["recoverable_s"], seconds)

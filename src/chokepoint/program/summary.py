@@ -20,6 +20,7 @@ from .analyse import LineAnalysis, analyse_line
 from .api import BUDGET_S, shown_path
 from .groups import attach as attach_groups
 from .heap import as_in_program, release_heap
+from .invariant import attach as attach_invariant
 from .joined import producer_of
 from .record import LineStat, Recorder
 from .replay import ReplayError, grown_name
@@ -358,10 +359,12 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
             if not row["analysed"] and stat.recorded_why == "library":
                 row["notes"] = [*row["notes"], UNCERTAIN_NOTE]
     # a group-by written as a loop of masks: its lines' causes, from the whole loop
-    attach_groups({id(row["_stat"]): row for row in rows}, stats, _source,
-                  min_seconds=0.01 * wall_s, deadline=deadline)
+    by_stat = {id(row["_stat"]): row for row in rows}
+    attach_groups(by_stat, stats, _source, min_seconds=0.01 * wall_s, deadline=deadline)
+    # a line computing the same value on every run of its loop
+    attach_invariant(by_stat, stats, _source, min_seconds=0.01 * wall_s)
     for row in rows:
-        if any(c["kind"] == "group-by-masks" for c in row["causes"]):
+        if any(c["kind"] in ("group-by-masks", "loop-invariant") for c in row["causes"]):
             top = row["causes"][0]
             row["cause"] = top["kind"] if top["seconds"] >= CAUSE_SHARE * row["time_s"] else None
     release_strided()

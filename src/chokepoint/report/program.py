@@ -116,6 +116,11 @@ def cause_evidence(cause: dict) -> str:
                 f"{_ms(cause['contiguous_s'])} with {_listed(cause['operands'])} contiguous"
                 f"{per}: {_ms(cause['seconds'])} went to reading and writing one element per "
                 "cache line" + (" from memory" if cause.get("cold") else ""))
+    if kind == "loop-invariant":
+        return (f"it read the same values on the {cause['compared']} of its {cause['hits']} "
+                "runs compared (its first, 2nd, 4th, 8th...): it computes the same "
+                f"`{cause['name']}` on each run of the loop at {cause['loop']}, "
+                f"{cause['entries']} time(s) would do")
     if kind == "group-by-masks":
         mask = f"`{cause['mask']}`" if cause["mask"] else "the comparison"
         lines = cause["lines"]
@@ -186,6 +191,9 @@ def cause_suggestion(cause: dict, line: dict) -> str:
         return ("lay the arrays out with the axis these slices run along last (one "
                 "np.ascontiguousarray(a.transpose(...)) before the loop, the indices reordered), "
                 "so that each slice is contiguous")
+    if kind == "loop-invariant":
+        return (f"compute `{cause['name']}` once, before the loop at {cause['loop']} (nothing "
+                "it reads changes inside it)")
     if kind == "group-by-masks":
         key = cause["key"]
         sortable = f"{key}.astype(np.uint16)" if cause.get("narrow") else key

@@ -1,0 +1,79 @@
+"""A line computing the same value on every run of its loop (``program/invariant.py``)."""
+
+import textwrap
+
+import numpy as np
+import pytest
+
+from chokepoint.program import run_program
+from chokepoint.program.invariant import compared_runs
+from chokepoint.program.record import input_sums
+
+
+def test_inputs_compare_by_their_values_and_nothing_else_is_comparable():
+    a = np.arange(10.0)
+    assert input_sums({"a": a, "k": 3, "np": np}) == input_sums({"a": a.copy(), "k": 3,
+                                                                "np": np})
+    b = a.copy()
+    b[7] = -1.0  # one element of ten changed: seen (a checksum, not samples)
+    assert input_sums({"a": a}) != input_sums({"a": b})
+    assert input_sums({"a": a, "k": 3}) != input_sums({"a": a, "k": 4})
+    # a generator's state, an object's attributes: not seen, so nothing is said
+    assert input_sums({"rng": np.random.default_rng(0)}) is None
+    assert input_sums({"f": lambda x: x}) is None
+
+
+def test_inputs_over_the_limit_are_not_compared(monkeypatch):
+    import chokepoint.program.record as record
+
+    monkeypatch.setattr(record, "INVARIANT_BYTES", 40)
+    assert input_sums({"a": np.zeros(10)}) is None
+
+
+@pytest.mark.parametrize(("hits", "runs"), [(1, 0), (2, 1), (3, 1), (8, 3), (40, 5)])
+def test_the_runs_compared_are_those_captured_again(hits, runs):
+    assert compared_runs(hits) == runs
+
+
+def _lines(tmp_path, roof, source):
+    path = tmp_path / "prog.py"
+    path.write_text(textwrap.dedent(source))
+    report = run_program(str(path), roof=roof, budget_s=20)
+    return {r["source"].rsplit(":", 1)[1]: r for r in report.lines}
+
+
+def test_a_line_computing_the_same_value_each_run_is_loop_invariant(tmp_path, roof):
+    # unit vectors of the same rays for each of 40 spheres
+    lines = _lines(tmp_path, roof, """\
+        import numpy as np
+        rng = np.random.default_rng(0)
+        rays = rng.standard_normal((100_000, 3))
+        centres = rng.standard_normal((40, 3))
+        hits = 0
+        for k in range(40):
+            dirs = rays / np.linalg.norm(rays, axis=1, keepdims=True)
+            hits += int(np.count_nonzero(dirs @ centres[k] > 0.5))
+        """)
+    line = lines["7"]
+    assert line["cause"] == "loop-invariant", line["causes"]
+    cause = line["causes"][0]
+    assert cause["entries"] == 1 and cause["seconds"] == pytest.approx(line["time_s"] * 39 / 40)
+
+
+def test_a_fresh_buffer_a_draw_or_a_periodic_update_is_not_loop_invariant(tmp_path, roof):
+    lines = _lines(tmp_path, roof, """\
+        import numpy as np
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal(200_000)
+        W = np.ones(200_000)
+        for t in range(40):
+            acc = np.zeros(200_000)
+            acc += x
+            noise = rng.standard_normal(200_000)
+            if t % 20 == 19:
+                W = W * 2.0
+            y = W * x
+        """)
+    for number in ("6", "8", "11"):  # reset each run; a draw; W changes at runs 20 and 40
+        assert not any(c["kind"] == "loop-invariant" for c in lines[number]["causes"]), \
+            (number, lines[number]["causes"])
