@@ -686,11 +686,14 @@ class Recorder:
         again, whether they are the same (the same inputs, the same value: loop-invariant)."""
         if not stat.statement.loop or stat.same_inputs < 0:
             return
-        if stat.hits == 1:
-            stat.input_sums = input_sums(values)
-        elif stat.input_sums is not None:
-            same = input_sums(values) == stat.input_sums
-            stat.same_inputs = stat.same_inputs + 1 if same else -1
+        try:  # in the program's own run: nothing here may raise into it
+            if stat.hits == 1:
+                stat.input_sums = input_sums(values)
+            elif stat.input_sums is not None:
+                same = input_sums(values) == stat.input_sums
+                stat.same_inputs = stat.same_inputs + 1 if same else -1
+        except Exception:  # an array NumPy cannot lay out contiguously, a comparison failing
+            stat.input_sums, stat.same_inputs = None, -1
 
     def _finish(self, top: list) -> None:
         """At the end of a statement's execution: its first execution's time and memory; did
