@@ -77,3 +77,19 @@ def test_a_fresh_buffer_a_draw_or_a_periodic_update_is_not_loop_invariant(tmp_pa
     for number in ("6", "8", "11"):  # reset each run; a draw; W changes at runs 20 and 40
         assert not any(c["kind"] == "loop-invariant" for c in lines[number]["causes"]), \
             (number, lines[number]["causes"])
+
+
+def test_a_value_read_before_it_is_computed_in_the_loop_is_not_loop_invariant(tmp_path, roof):
+    # the first run of line 6 reads the scale the loop was entered with (1.0): hoisting line 7
+    # would change it
+    lines = _lines(tmp_path, roof, """\
+        import numpy as np
+        x = np.random.default_rng(0).standard_normal(300_000)
+        base, scale = 2.0, np.ones(300_000)
+        total = 0.0
+        for t in range(40):
+            total += float((x * scale).sum())
+            scale = np.full(300_000, base) * np.sqrt(base)
+        """)
+    assert not any(c["kind"] == "loop-invariant" for c in lines["7"]["causes"]), \
+        lines["7"]["causes"]

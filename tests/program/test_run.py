@@ -228,11 +228,11 @@ def test_a_line_calling_the_users_function_is_replayed_on_its_arguments(tmp_path
 
 def test_new_large_arrays_in_a_loop_are_fresh_memory(tmp_path):
     # 64 MB each time: glibc maps it afresh (over its 32 MiB threshold) and the kernel zeroes
-    # its pages before np.ones writes them; into memory kept by the allocator, only the write
+    # its pages before np.full writes them; into memory kept by the allocator, only the write
     path = _program(tmp_path, """\
         import numpy as np
-        for _ in range(4):
-            B = np.ones(8_000_000)
+        for k in range(4):
+            B = np.full(8_000_000, float(k))
         """)
     top = _lines_of_a_fresh_run(path)[0]
     assert top["source"].endswith("prog.py:3")
@@ -882,8 +882,8 @@ def test_a_sum_over_a_comprehension_is_overhead_not_new_memory(tmp_path, roof):
         import numpy as np
         rng = np.random.default_rng(0)
         x, w = rng.random(30_000), rng.random(30_000)
-        for _ in range(3):
-            s = sum(x[i] * w[i] for i in range(len(x)))
+        for k in range(3):
+            s = sum(x[i] * w[i] for i in range(k, len(x)))
         """)
     report = run_program(path, roof=roof, budget_s=20)
     line = next(r for r in report.lines if r["source"].endswith(":5"))

@@ -6,7 +6,8 @@ CRC-32, numbers and strings as themselves; nothing else comparable). ``name = ex
 reading the same inputs each time, without a random generator or another library's call,
 computes the same value each time: once before the loop does the same, and the loop's other
 runs of it are saved. It is not said where another line of the loop writes into ``name`` or
-binds it (``acc = np.zeros(n)`` then ``acc += x``: the loop needs a fresh one each run).
+binds it (``acc = np.zeros(n)`` then ``acc += x``: the loop needs a fresh one each run), or
+reads it before it is computed (its first run reads what the loop was entered with).
 """
 
 from __future__ import annotations
@@ -45,10 +46,16 @@ def hoistable(stat: LineStat, stats: list[LineStat], by_key: dict) -> str | None
     if _unseen_calls(tree, {**stat.capture.globals, **stat.capture.values}):
         return None  # a random generator's draw reads the same generator and differs
     loop = by_key.get((st.filename, st.loop))
-    if loop is None or any(stores(o.statement.code, name) for o in stats
-                           if o is not stat and o.statement.code
-                           and inside(o, loop.statement, by_key)):
+    if loop is None or name in loop.statement.names:
         return None
+    for other in stats:
+        o = other.statement
+        if other is stat or not o.code or not inside(other, loop.statement, by_key):
+            continue
+        # another line binding or writing it, or reading it before it is computed (the
+        # first run reads what the loop was entered with): hoisting it changes the loop
+        if stores(o.code, name) or (o.line < st.line and name in o.names):
+            return None
     return name
 
 
