@@ -183,7 +183,9 @@ def test_a_matmul_ceiling_below_what_the_statement_reached_is_not_a_floor():
     e = run("A @ B", "A = np.random.randn(300, 300); B = np.random.randn(300, 300)", stale)
     assert e.floor_s <= e.median_s * 1.1
     assert any("no longer holds" in w for w in e.warnings)
-    assert e.findings[0].kind == "compute-bound"
+    # first where the result's 720 KB come from malloc's free lists; in a process whose heap a
+    # thousand tests shaped, its page faults once came first (allocation) on an Intel Xeon
+    assert "compute-bound" in {f.kind for f in e.findings[:2]}
 
 
 def test_pairwise_distances_by_broadcasting_are_rewritten_to_a_matrix_product(roof):
