@@ -374,17 +374,17 @@ def prepare(stat: LineStat, include: tuple[str, ...] = ()) -> Replay:
             notes.append(f"replayed with {_named(own_calls)} returning what each call "
                          "returned (whose own lines are measured): the line's own work, "
                          "timed alone")
-    values = dict(capture.values)
-    if own_calls:
-        values.update(_recorded(statement, capture, own_calls))
     changed = capture.changed_since()
     if changed:
         notes.append(f"replayed on the values at the end of the run: the program changed "
                      f"{', '.join(changed)} after the run of this line whose values were kept"
                      + (f" (its run {capture.hit})" if capture.hit > 1 else " (its first)"))
     # the captured values are read, never written: every namespace gets copies of them
-    return Replay(statement, values, capture.globals, stat.mutates, notes,
-                  arguments=refused is not None)
+    replay = Replay(statement, dict(capture.values), capture.globals, stat.mutates, notes,
+                    arguments=refused is not None)
+    if own_calls:
+        replay.pristine.update(_recorded(replay, own_calls))
+    return replay
 
 
 def _named(functions: dict) -> str:
@@ -414,18 +414,16 @@ def _callees(statement: _statements.Statement, capture,
     return copies
 
 
-def _recorded(statement: _statements.Statement, capture,
-              copies: dict[str, Callable]) -> dict[str, Callable]:
-    """Stand-ins for the user's functions: the statement run once on copies with their
-    sandboxed ``copies``, what each call returned recorded. ReplayError when it raises."""
+def _recorded(replay: Replay, copies: dict[str, Callable]) -> dict[str, Callable]:
+    """Stand-ins for the user's functions: the statement run once in a namespace of the
+    replay's (copies) with their sandboxed ``copies``, what each call returned recorded.
+    ReplayError when it raises."""
     recorders = {name: callees.recording(fn) for name, fn in copies.items()}
-    ns = dict(capture.globals)
+    ns = replay.namespace()
+    ns.update({name: recorder for name, (recorder, _) in recorders.items()})
     try:
-        for name, value in capture.values.items():
-            ns[name] = _statements.protected_copy(name, value)
-        ns.update({name: recorder for name, (recorder, _) in recorders.items()})
         with np.errstate(all="ignore"), _statements.preserved_rng():
-            statement.function(ns)()
+            replay.statement.function(ns)()
     except callees.CalleeError as exc:
         raise ReplayError(str(exc)) from None
     except (Exception, SystemExit) as exc:
