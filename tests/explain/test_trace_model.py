@@ -243,12 +243,19 @@ def test_a_large_elementwise_operation_is_probed_on_its_first_rows():
     X = np.random.default_rng(0).standard_normal((1000, 50))
     Y = np.ones((1000, 50))
     add, = _trace("np.multiply(X, Y) + 1.0", X=X, Y=Y).ops[:1]
-    part, share = subset(add, limit=X.nbytes // 10)
+    # the working set is X, Y and the result: a tenth of it is 100 rows
+    part, share = subset(add, limit=3 * X.nbytes // 10)
     assert share == pytest.approx(0.1) and part.result_array.shape == (100, 50)
     assert part.args[0].base is X and part.args[1].base is Y
     assert part.in_bytes == round(add.in_bytes * 0.1) and part.seconds == add.seconds * 0.1
     assert np.array_equal(part.func(*part.args, **part.kwargs), part.result_array)
-    assert subset(add, limit=X.nbytes) == (add, 1.0)  # not twice the limit: whole
+    assert subset(add, limit=3 * X.nbytes // 2) == (add, 1.0)  # not twice the limit: whole
+    # a fresh result of at least a fifth of the rows' bytes
+    assert subset(add, limit=3 * X.nbytes // 10, fresh=X.nbytes // 5)[1] == pytest.approx(0.2)
+    inplace = np.multiply(X, Y)
+    square, = _trace("np.multiply(Z, Z, out=Z)", Z=inplace).ops
+    # in place, the working set is the result alone: a tenth of it is 100 rows
+    assert subset(square, limit=X.nbytes // 10)[1] == pytest.approx(0.1)
     total, = _trace("X.sum()", X=X).ops
     assert subset(total, limit=100) == (total, 1.0)  # not elementwise: whole
 

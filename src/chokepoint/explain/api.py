@@ -34,6 +34,7 @@ from .model import Model, build_model
 from .probes import (
     ProbeSettings,
     ProbeSkipped,
+    FRESH_BYTES,
     probe_bytes,
     probe_op,
     skipped,
@@ -398,7 +399,7 @@ def _probed(op, quick: Measurement, slow: bool, settings: ProbeSettings, scratch
     enough to be a good one), or of its first rows when it is larger than ``limit``
     (:func:`~chokepoint.explain.probes.subset`; each probe says so, and the operation keeps
     its quick timing)."""
-    part, share = subset(op, limit)
+    part, share = subset(op, limit, fresh=FRESH_BYTES)
     if part is op:
         return probe_op(op, settings, scratch, base=quick if slow else None)
     if quick.median > settings.slow:  # as few repeats as the whole operation would get

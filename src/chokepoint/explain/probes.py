@@ -30,7 +30,7 @@ from ..measure.timer import Measurement, measure, measure_interleaved
 from .trace import Op
 
 __all__ = ["Probe", "ProbeSettings", "ProbeSkipped", "byte_bounds", "clear_after_three",
-           "probe_bytes", "probe_op", "scratch_op", "significant", "skipped", "subset", "time_op"]
+           "FRESH_BYTES", "probe_bytes", "probe_op", "scratch_op", "significant", "skipped", "subset", "time_op"]
 
 
 class ProbeSkipped(RuntimeWarning):
@@ -205,20 +205,31 @@ def _elementwise(op: Op) -> bool:
             and all(a.shape == result.shape for a in op.inputs if a.ndim > 0))
 
 
+#: an elementwise operation probed on its first rows keeps a result of at least this many
+#: bytes: a fresh result is then still fresh pages (above glibc's 32 MB mmap threshold)
+FRESH_BYTES = 64 * 2**20
+
+
 def probe_bytes() -> int:
-    """Above twice this many bytes, an elementwise operation is probed on its first rows
-    (:func:`subset`): twice the last-level cache, and at least 64 MiB, so that the share still
-    streams from memory and a fresh result is still fresh pages (above glibc's 32 MB mmap
-    threshold)."""
+    """The working set (result and the arrays read) above twice which an elementwise operation
+    is probed on its first rows (:func:`subset`): twice the last-level cache, so that the share
+    still streams from memory."""
     from ..measure.machine import last_level_cache_bytes
 
-    return max(2 * last_level_cache_bytes(), 64 * 2**20)
+    return 2 * last_level_cache_bytes()
 
 
-def subset(op: Op, limit: int) -> tuple[Op, float]:
-    """``op`` on the first rows of its arrays, about ``limit`` bytes of result, and the share
-    of the rows it keeps; ``(op, 1.0)`` when the operation is not elementwise or not more than
-    twice that large.
+def _working_set(op: Op, result: np.ndarray) -> int:
+    """Bytes ``op`` touches: its result and each input that is not the result's memory."""
+    return result.nbytes + sum(a.nbytes for a in op.inputs
+                               if a.ndim > 0 and not np.may_share_memory(a, result))
+
+
+def subset(op: Op, limit: int, fresh: int = 0) -> tuple[Op, float]:
+    """``op`` on the first rows of its arrays, about ``limit`` bytes of working set (the result
+    and the inputs it does not overwrite) and at least ``fresh`` bytes of result, and the share
+    of the rows it keeps; ``(op, 1.0)`` when the operation is not elementwise or the share would
+    be half of it or more.
 
     Why it is sound: every probe's verdict is a ratio (its change against the operation as
     traced, on the same arrays), and an elementwise operation does the same work per element
@@ -227,10 +238,12 @@ def subset(op: Op, limit: int) -> tuple[Op, float]:
     """
     result = op.result_array
     if (result is None or isinstance(op.result, tuple) or not _elementwise(op)
-            or result.nbytes <= 2 * limit or result.shape[0] < 2):
+            or result.shape[0] < 2):
         return op, 1.0
     n = result.shape[0]
-    rows = max(1, n * limit // result.nbytes)
+    rows = max(1, -(-n * limit // _working_set(op, result)), -(-n * fresh // result.nbytes))
+    if 2 * rows >= n:
+        return op, 1.0
 
     def cut(v):
         if isinstance(v, tuple):
