@@ -12,13 +12,13 @@ from chokepoint.program.analyse import (
     _rewrite,
     _same_value,
     _syntax_steps,
-    _unseen_calls,
     _work_share,
     _written_names,
     kept_share,
     one_time,
     python_lists,
     python_numbers,
+    unseen_calls,
 )
 from chokepoint.program.summary import recoverable, uncertain
 
@@ -195,7 +195,7 @@ def test_a_line_calls_work_the_tracer_cannot_see(code, unseen):
           "out": np.zeros(3), "i": np.arange(3), "v": np.ones(3), "n": 3, "x": 1.0,
           "helper": _user_function(), "make": lambda: None, "Model": _Model,
           "bound": functools.partial(_user_function(), ), "Fraction": Fraction}
-    assert _unseen_calls(ast.parse(code), ns) is unseen
+    assert unseen_calls(ast.parse(code), ns) is unseen
 
 
 class _Model:

@@ -32,9 +32,9 @@ from .findings import Finding, OpEvidence, RuledOut, derive_findings
 from .lines import line_rewrites
 from .model import Model, build_model
 from .probes import (
+    FRESH_BYTES,
     ProbeSettings,
     ProbeSkipped,
-    FRESH_BYTES,
     probe_bytes,
     probe_op,
     skipped,

@@ -29,8 +29,9 @@ from ..measure.load import Load, watch
 from ..measure.timer import Measurement, measure, measure_interleaved
 from .trace import Op
 
-__all__ = ["Probe", "ProbeSettings", "ProbeSkipped", "byte_bounds", "clear_after_three",
-           "FRESH_BYTES", "probe_bytes", "probe_op", "scratch_op", "significant", "skipped", "subset", "time_op"]
+__all__ = ["FRESH_BYTES", "Probe", "ProbeSettings", "ProbeSkipped", "byte_bounds",
+           "clear_after_three", "probe_bytes", "probe_op", "scratch_op", "significant",
+           "skipped", "subset", "time_op"]
 
 
 class ProbeSkipped(RuntimeWarning):

@@ -49,7 +49,8 @@ from .replay import grown_name, is_simple_name_assign, prepare, run_once, timed_
 from .strided import strided_line, timed_layouts
 
 __all__ = ["Cause", "LineAnalysis", "analyse_line", "call_cost", "kept_share",
-           "one_time", "program_refaults", "python_lists", "python_numbers"]
+           "one_time", "program_refaults", "python_lists", "python_numbers",
+           "unseen_calls"]
 
 #: new memory per execution from which the fresh-memory probe runs (below it, malloc reuses
 #: its own free lists and no page is faulted)
@@ -256,7 +257,7 @@ def _unseen_callee(value: object) -> bool:
     return code is None or not user_file(code.co_filename)
 
 
-def _unseen_calls(tree: ast.AST, ns: dict) -> bool:
+def unseen_calls(tree: ast.AST, ns: dict) -> bool:
     """Whether the statement calls, by a name or an attribute chain read without running
     anything, something whose work the tracer cannot see (:func:`_unseen_callee`)."""
     for node in ast.walk(tree):
@@ -786,7 +787,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     # the rest of the replay beyond all that is another library's work only where the line
     # calls one: a single np.add.at replayed in 53 ms against 36 ms timed alone
     unseen = (max(0.0, replay_s - ops_s - interpreter - opaque)
-              if _unseen_calls(st.tree, ns) else 0.0)
+              if unseen_calls(st.tree, ns) else 0.0)
     unseen = min(replay_s, unseen + sum(
         r["time_s"] for op, r in zip(tr.ops, rows, strict=True)
         if op.name.removeprefix("ndarray.") in UNMODELLED and r["time_s"] > 0))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
-from .analyse import _unseen_calls
+from .analyse import unseen_calls
 from .groups import first_claim, inside, stores
 from .record import LineStat
 from .replay import is_simple_name_assign
@@ -43,7 +43,7 @@ def hoistable(stat: LineStat, stats: list[LineStat], by_key: dict) -> str | None
     name = is_simple_name_assign(tree)
     if name is None:
         return None
-    if _unseen_calls(tree, {**stat.capture.globals, **stat.capture.values}):
+    if unseen_calls(tree, {**stat.capture.globals, **stat.capture.values}):
         return None  # a random generator's draw reads the same generator and differs
     loop = by_key.get((st.filename, st.loop))
     if loop is None or name in loop.statement.names:
