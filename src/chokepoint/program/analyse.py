@@ -43,7 +43,7 @@ from ..usercode import user_file
 from .blocked import blocked, largest_intermediate
 from .heap import available as reused_memory_available
 from .heap import fresh_memory, reused_memory
-from .joined import joined_distances
+from .joined import assigned_name, joined_distances, sort_call, sorted_extreme
 from .record import PAGE_BYTES, LineStat
 from .replay import grown_name, is_simple_name_assign, prepare, run_once, timed_under
 from .strided import strided_line, timed_layouts
@@ -461,13 +461,15 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                  *, min_share_s: float = 0.0, rewrite: bool = True,
                  deadline: float = math.inf, include: tuple[str, ...] = (),
                  run_deadline: float = math.inf,
-                 producer: Callable[[str], LineStat | None] | None = None) -> LineAnalysis:
+                 producer: Callable[[str], LineStat | None] | None = None,
+                 consumer: Callable[[], LineStat | None] | None = None) -> LineAnalysis:
     """Replay ``stat`` and measure its causes.
 
     The line-level causes (fresh memory, BLAS threads, a large intermediate) are measured
     until ``run_deadline`` (the run's whole budget); the rewrite and the operations' probes
     until ``deadline`` (the line's share of it). ``producer``: the statement that made a name
-    the line reads (two lines of pairwise distances are rewritten together, :mod:`.joined`).
+    the line reads (two lines of pairwise distances are rewritten together, :mod:`.joined`);
+    ``consumer``: the statement after it (a sort whose extreme the next line takes).
 
     Raises
     ------
@@ -729,6 +731,8 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
     joined = (_joined(stat, producer, inputs, result, settings, notes, include)
               if rewrite and producer is not None and time.perf_counter() < run_deadline
               else [])
+    if rewrite and consumer is not None and time.perf_counter() < run_deadline:
+        joined += _extreme(stat, consumer, settings, notes, include)
     rewrite_out = _rewrite(found_rewrite,
                            in_lines + [block_rewrite] * bool(block_rewrite) + joined,
                            replay_s, stat, line_s, notes)
@@ -1169,6 +1173,28 @@ def _joined(stat: LineStat, producer: Callable[[str], LineStat | None], inputs: 
     if found is None:
         return []
     found["cap_s"] = (stat.ns + made.ns) / 1e9
+    return [found]
+
+
+def _extreme(stat: LineStat, consumer: Callable[[], LineStat | None], settings: ProbeSettings,
+             notes: list[str], include: tuple[str, ...]) -> list[dict]:
+    """The line's sort rewritten with the next line, which takes only its first or last entry
+    (:func:`.joined.sorted_extreme`), as a candidate rewrite; none where it is not that."""
+    if assigned_name(stat) is None or sort_call(
+            ast.parse(stat.statement.code).body[0].value) is None:
+        return []
+    after = consumer()
+    if after is None:
+        return []
+    try:
+        found = sorted_extreme(stat, after, settings.min_time, include)
+    except Exception as exc:  # the line's other measurements stand
+        notes.append(f"its rewrite with line {after.statement.line} could not be tried: "
+                     f"{type(exc).__name__}: {exc}")
+        return []
+    if found is None:
+        return []
+    found["cap_s"] = (stat.ns + after.ns) / 1e9
     return [found]
 
 

@@ -1,13 +1,16 @@
-"""Pairwise distances written over two lines: the broadcast difference on one, its reduction on
-the next.
+"""Rewrites of two lines together, where one makes an array only the next one reads.
 
-``diff = X[:, None, :] - C[None, :, :]`` then ``D = np.sqrt((diff ** 2).sum(axis=2))`` (or
-``np.linalg.norm(diff, axis=2)``) is how nearest-neighbour and k-means code is often written.
-Neither line alone is the distance computation :mod:`chokepoint.explain.distances` recognises:
-the second reads a 3-D array, whose points the first line made. :func:`joined_distances` takes
-the first line's captured points, recognises the second line's value as their distances (by
-value, as for one line) and times the two lines as written against the matrix-product form on
-the same values, side by side.
+Pairwise distances: ``diff = X[:, None, :] - C[None, :, :]`` then ``D = np.sqrt((diff **
+2).sum(axis=2))`` (or ``np.linalg.norm(diff, axis=2)``) is how nearest-neighbour and k-means code
+is often written. Neither line alone is the distance computation
+:mod:`chokepoint.explain.distances` recognises: the second reads a 3-D array, whose points the
+first line made. :func:`joined_distances` takes the first line's captured points, recognises the
+second line's value as their distances (by value, as for one line) and times the two lines as
+written against the matrix-product form on the same values, side by side.
+
+A sort for its extreme: ``order = np.argsort(scores, axis=0)`` then ``best = order[-1]`` sorts
+every column to keep one index of each, which ``np.argmax(scores, axis=0)`` finds in one pass
+(:func:`sorted_extreme`; ``np.sort`` and its first or last row: ``np.min``, ``np.max``).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from ..measure.timer import measure_interleaved
 from .record import LineStat
 from .replay import ReplayError, prepare
 
-__all__ = ["assigned_name", "joined_distances", "producer_of"]
+__all__ = ["assigned_name", "consumer_of", "extreme_uses", "joined_distances",
+           "producer_of", "sort_call", "sorted_extreme"]
 
 #: repeats of the side-by-side timing
 REPEATS = 5
@@ -44,9 +48,11 @@ def assigned_name(stat: LineStat) -> str | None:
     return None
 
 
-def _scope_and_previous(filename: str, line: int) -> tuple[ast.AST, ast.stmt] | None:
+def _scope_and_neighbours(filename: str, line: int
+                          ) -> tuple[ast.AST, ast.stmt | None, ast.stmt | None] | None:
     """The innermost function (or the module) holding the statement at ``line`` of
-    ``filename``, and the statement just before it in its block; None where there is none."""
+    ``filename``, and the statements just before and just after it in its block (None where
+    there is none); None where the statement is not found."""
     try:
         tree = ast.parse("".join(linecache.getlines(filename)))
     except (SyntaxError, ValueError):
@@ -61,7 +67,8 @@ def _scope_and_previous(filename: str, line: int) -> tuple[ast.AST, ast.stmt] | 
                 if not isinstance(stmt, ast.stmt):
                     continue
                 if stmt.lineno == line:
-                    return (scope, block[k - 1]) if k else None
+                    return (scope, block[k - 1] if k else None,
+                            block[k + 1] if k + 1 < len(block) else None)
                 inner = scope if not isinstance(
                     stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) else stmt
                 if stmt.lineno < line <= (stmt.end_lineno or stmt.lineno):
@@ -74,22 +81,34 @@ def _scope_and_previous(filename: str, line: int) -> tuple[ast.AST, ast.stmt] | 
     return search(tree, tree)
 
 
+def _neighbour(stats: Iterable[LineStat], line: LineStat, statement: ast.stmt | None
+               ) -> LineStat | None:
+    """The recorded statement at ``statement``'s line that ran as often as ``line``."""
+    if statement is None:
+        return None
+    return next((s for s in stats if s.statement.filename == line.statement.filename
+                 and s.statement.line == statement.lineno and s.hits == line.hits), None)
+
+
 def producer_of(stats: Iterable[LineStat], line: LineStat, name: str) -> LineStat | None:
     """The statement just before ``line`` in its block, where it is ``name = ...`` and ran as
     often; None otherwise (another statement between them could change what the pair
     computes, and one in another function reads other values)."""
-    found = _scope_and_previous(line.statement.filename, line.statement.line)
-    if found is None:
-        return None
-    previous = found[1]
-    return next((s for s in stats if s.statement.filename == line.statement.filename
-                 and s.statement.line == previous.lineno and s.hits == line.hits
-                 and assigned_name(s) == name), None)
+    found = _scope_and_neighbours(line.statement.filename, line.statement.line)
+    made = _neighbour(stats, line, found[1]) if found is not None else None
+    return made if made is not None and assigned_name(made) == name else None
+
+
+def consumer_of(stats: Iterable[LineStat], line: LineStat) -> LineStat | None:
+    """The statement just after ``line`` in its block, where it ran as often; None
+    otherwise."""
+    found = _scope_and_neighbours(line.statement.filename, line.statement.line)
+    return _neighbour(stats, line, found[2]) if found is not None else None
 
 
 def _read_elsewhere(line: LineStat, name: str) -> bool:
     """Whether ``name`` is read in ``line``'s function (or module) outside ``line``."""
-    found = _scope_and_previous(line.statement.filename, line.statement.line)
+    found = _scope_and_neighbours(line.statement.filename, line.statement.line)
     if found is None:
         return True
     first, last = line.statement.line, line.statement.end_line
@@ -140,3 +159,194 @@ def joined_distances(line: LineStat, producer: LineStat, min_time: float,
             "values": found.values, "lines_s": before.median,
             "joins": {"lines": [producer.statement.line, line.statement.line],
                       "name": name, "lines_s": before.median}}
+
+
+# -- a sort for its extreme -----------------------------------------------------------------------
+
+#: what replaces the first or last entry of a sort: (sort, which end) -> NumPy's function
+_EXTREMES = {("argsort", 0): "argmin", ("argsort", -1): "argmax",
+             ("sort", 0): "min", ("sort", -1): "max"}
+
+
+def sort_call(node: ast.expr) -> tuple[str, ast.expr, ast.expr | None] | None:
+    """``(kind, a, axis)`` of ``np.argsort(a, axis)``, ``np.sort(a, axis)`` or
+    ``a.argsort(axis)`` (``axis`` None where not written: the last); None for anything else,
+    or a sort with other arguments (``order=``)."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if not isinstance(func, ast.Attribute) or func.attr not in ("argsort", "sort"):
+        return None
+    if isinstance(func.value, ast.Name) and func.value.id in ("np", "numpy"):
+        if not node.args:
+            return None
+        a, rest = node.args[0], node.args[1:]
+    elif func.attr == "argsort":  # a.sort() sorts in place and returns None
+        a, rest = func.value, node.args
+    else:
+        return None
+    keywords = {kw.arg: kw.value for kw in node.keywords}
+    if len(rest) > 1 or set(keywords) - {"axis", "kind"} or (rest and "axis" in keywords):
+        return None
+    return func.attr, a, rest[0] if rest else keywords.get("axis")
+
+
+def _end(node: ast.expr) -> int | None:
+    """0 or -1 where ``node`` is that integer literal."""
+    if isinstance(node, ast.Constant) and node.value == 0 and type(node.value) is int:
+        return 0
+    if (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+            and isinstance(node.operand, ast.Constant) and node.operand.value == 1
+            and type(node.operand.value) is int):
+        return -1
+    return None
+
+
+def _whole(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Slice) and node.lower is None and node.upper is None
+            and node.step is None)
+
+
+def _selection(node: ast.Subscript, ndim: int) -> tuple[int, int] | None:
+    """``(axis, end)`` where ``node`` takes the first (0) or last (-1) entry along one axis
+    and every other axis whole: ``s[-1]`` (axis 0), ``s[:, 0]`` or ``s[..., -1]`` (the
+    last axis)."""
+    parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    if len(parts) == 1:
+        end = _end(parts[0])
+        return (0, end) if end is not None else None
+    if len(parts) == 2 and isinstance(parts[0], ast.Constant) and parts[0].value is Ellipsis:
+        end = _end(parts[1])
+        return (ndim - 1, end) if end is not None else None
+    if len(parts) == ndim and all(_whole(p) for p in parts[:-1]):
+        end = _end(parts[-1])
+        return (ndim - 1, end) if end is not None else None
+    return None
+
+
+def extreme_uses(scope: ast.AST, name: str, lines: tuple[int, int], ndim: int, axis: int
+                 ) -> list[tuple[ast.Subscript, int]] | None:
+    """The reads of ``name`` in ``scope`` outside the statement at ``lines`` (first, last),
+    with which end each takes, where every one takes the first or last entry along ``axis``
+    (of ``ndim``) and nothing else; None where any read is something else, or there is none.
+    """
+    parents = {id(child): node for node in ast.walk(scope)
+               for child in ast.iter_child_nodes(node)}
+    uses = []
+    for node in ast.walk(scope):
+        if not (isinstance(node, ast.Name) and node.id == name):
+            continue
+        if lines[0] <= node.lineno <= lines[1] and not isinstance(node.ctx, ast.Load):
+            continue  # the sort's own assignment
+        parent = parents.get(id(node))
+        if not isinstance(node.ctx, ast.Load) or not isinstance(parent, ast.Subscript) \
+                or parent.value is not node or not isinstance(parent.ctx, ast.Load):
+            return None
+        picked = _selection(parent, ndim)
+        if picked is None or picked[0] != axis:
+            return None
+        uses.append((parent, picked[1]))
+    return uses or None
+
+
+def sorted_extreme(line: LineStat, consumer: LineStat, min_time: float,
+                   include: tuple[str, ...] = ()) -> dict | None:
+    """``name = <a sort of a>`` on ``line``, every read of ``name`` in ``consumer`` (the next
+    statement) its first or last entry along the sorted axis, and none elsewhere: the
+    consumer with those reads as ``np.argmax``/``np.argmin`` (``np.max``/``np.min`` of a
+    sort) of ``a``, checked on the captured values (the same values of ``a`` at the indices)
+    and timed against the two lines as written, side by side; the rewrite (a dict as
+    :func:`joined_distances` gives) when it measured faster, else None."""
+    name = assigned_name(line)
+    found = _scope_and_neighbours(line.statement.filename, line.statement.line)
+    if name is None or found is None or found[2] is None:
+        return None
+    made = ast.parse(line.statement.code).body[0].value
+    sort = sort_call(made)
+    if sort is None:
+        return None
+    kind, a_node, axis_node = sort
+    try:
+        replay, after = prepare(line, include), prepare(consumer, include)
+    except ReplayError:
+        return None
+    ns = {**after.namespace(), **replay.namespace()}
+    try:
+        a = eval(compile(ast.Expression(a_node), "<sorted>", "eval"), dict(ns))
+        axis = (-1 if axis_node is None
+                else eval(compile(ast.Expression(axis_node), "<axis>", "eval"), dict(ns)))
+    except Exception:
+        return None
+    if type(a) is not np.ndarray or a.ndim == 0 or not isinstance(axis, (int, np.integer)) \
+            or not -a.ndim <= axis < a.ndim:
+        return None
+    axis = int(axis) % a.ndim
+    own = (line.statement.line, line.statement.end_line)
+    uses = extreme_uses(found[0], name, own, a.ndim, axis)
+    consumer_lines = (consumer.statement.line, consumer.statement.end_line)
+    if uses is None or not all(consumer_lines[0] <= u.lineno <= consumer_lines[1]
+                               for u, _ in uses):
+        return None
+    axis_code = "" if a.ndim == 1 else f", axis={axis}"
+    a_code = ast.unparse(a_node)
+    replaced = {ast.unparse(u): f"np.{_EXTREMES[kind, end]}({a_code}{axis_code})"
+                for u, end in uses}
+
+    class Replace(ast.NodeTransformer):
+        def visit_Subscript(self, node):
+            text = ast.unparse(node)
+            if text in replaced:
+                return ast.parse(replaced[text], mode="eval").body
+            return self.generic_visit(node)
+
+    rewritten = ast.unparse(Replace().visit(ast.parse(consumer.statement.code)))
+    both = compile(f"{line.statement.code}\n{consumer.statement.code}\n",
+                   f"<lines {line.statement.line} and {consumer.statement.line}>", "exec")
+    alone = compile(rewritten, f"<line {consumer.statement.line} rewritten>", "exec")
+    picks = [compile(ast.Expression(u), "<pick>", "eval") for u, _ in uses]
+    theirs_ns, ours_ns = dict(ns), dict(ns)
+    try:
+        with np.errstate(all="ignore"):
+            exec(both, theirs_ns)
+            theirs = [eval(p, theirs_ns) for p in picks]
+            ours = [eval(compile(replaced[ast.unparse(u)], "<ours>", "eval"), ours_ns)
+                    for u, _ in uses]
+    except Exception:
+        return None
+    if not all(_same_extreme(kind, a, axis, o, t) for o, t in zip(ours, theirs, strict=True)):
+        return None
+    first_ns, second_ns = dict(ns), dict(ns)
+
+    def as_written() -> None:
+        exec(both, first_ns)
+
+    def rewrite() -> None:
+        exec(alone, second_ns)
+
+    with np.errstate(all="ignore"):
+        before, after_m = measure_interleaved([as_written, rewrite], min_time=min_time,
+                                              repeats=REPEATS)
+    same = all(np.array_equal(o, t) for o, t in zip(ours, theirs, strict=True))
+    return {"statement": rewritten, "speedup": before.median / after_m.median,
+            "measured_s": after_m.median, "lines_s": before.median,
+            "values": "same values" if same else "the same values at the indices",
+            "note": "" if same else "where values are equal, which of their indices is "
+                                    "taken may differ",
+            "joins": {"lines": [line.statement.line, consumer.statement.line],
+                      "name": name, "lines_s": before.median}}
+
+
+def _same_extreme(kind: str, a: np.ndarray, axis: int, ours, theirs) -> bool:
+    """Whether an extreme found in one pass gives what the sort gave: the same values (the
+    indices of a sort may pick another of equal values: the values at them must agree)."""
+    ours, theirs = np.asarray(ours), np.asarray(theirs)
+    if ours.shape != theirs.shape:
+        return False
+    nan = a.dtype.kind in "fc"
+    if kind == "sort":
+        return bool(np.array_equal(ours, theirs, equal_nan=nan))
+    at = (a[ours] if a.ndim == 1 else
+          np.take_along_axis(a, np.expand_dims(ours, axis), axis).squeeze(axis))
+    want = (a[theirs] if a.ndim == 1 else
+            np.take_along_axis(a, np.expand_dims(theirs, axis), axis).squeeze(axis))
+    return bool(np.array_equal(at, want, equal_nan=nan))

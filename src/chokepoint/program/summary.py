@@ -21,7 +21,7 @@ from .api import BUDGET_S, shown_path
 from .groups import attach as attach_groups
 from .heap import as_in_program, release_heap
 from .invariant import attach as attach_invariant
-from .joined import producer_of
+from .joined import consumer_of, producer_of
 from .record import LineStat, Recorder
 from .replay import ReplayError, grown_name
 from .strided import release as release_strided
@@ -346,7 +346,9 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
                                                run_deadline=deadline,
                                                include=recorder.include,
                                                producer=functools.partial(
-                                                   producer_of, stats, stat)), wall_s)
+                                                   producer_of, stats, stat),
+                                               consumer=functools.partial(
+                                                   consumer_of, stats, stat)), wall_s)
         except ReplayError as exc:
             row["why_not"] = f"not replayed: {exc}"
         except (Exception, SystemExit) as exc:  # one line's failure never loses the report

@@ -315,9 +315,11 @@ def _headline_lines(r) -> list[str]:
             out.append(f"  not explained: {_ms(left)} of its {_ms(top['time_s'])} (no probe "
                        f"measured a cause for it{rewritten})")
         if top.get("unseen_s", 0.0) > 0.25 * top["time_s"]:
+            counted = ("only what the rewrite below saves is counted as recoverable"
+                       if top["rewrite"] else "so that time is not counted as recoverable")
             out.append(f"  {_ms(top['unseen_s'])} of it ran in work whose floor chokepoint "
                        "does not know (a random generator's method, a sort, an FFT, a compiled "
-                       "library's function), so that time is not counted as recoverable")
+                       f"library's function): {counted}")
     loop = next((lp for lp in r.loops if top["loop"] == lp["source"]
                  or top["source"] == lp["source"]), None)
     if loop and top["cause"] == "overhead":
