@@ -77,7 +77,7 @@ for it in range(3):
 
 
 def test_a_sort_call_and_its_axis():
-    from chokepoint.program.joined import sort_call
+    from chokepoint.explain.lines import sort_call
 
     def parse(code):
         return ast.parse(code, mode="eval").body

@@ -745,6 +745,25 @@ def test_the_first_k_of_a_whole_sort_get_a_partition(tmp_path, roof):
     assert line["rewrite"]["values"] == "same values" and line["rewrite"]["speedup"] > 1.5
 
 
+def test_the_last_of_a_whole_sort_gets_argmax_and_the_first_of_a_sort_min(tmp_path, roof):
+    # each row sorted for its last index, each column for its smallest value: one pass each
+    path = _program(tmp_path, """\
+        import numpy as np
+        D = np.random.default_rng(0).random((256, 6000))
+        for _ in range(3):
+            best = np.argsort(D, axis=1)[:, -1]
+            low = np.sort(D, axis=0)[0]
+        """)
+    report = run_program(path, roof=roof, budget_s=20)
+    lines = {line["source"].rsplit(":", 1)[1]: line for line in report.to_dict()["lines"]}
+    assert lines["4"]["rewrite"] is not None, lines["4"]
+    assert lines["4"]["rewrite"]["code"] == "best = np.argmax(D, axis=1)"
+    assert lines["4"]["rewrite"]["speedup"] > 2
+    assert lines["5"]["rewrite"] is not None, lines["5"]
+    assert lines["5"]["rewrite"]["code"] == "low = np.min(D, axis=0)"
+    assert lines["5"]["rewrite"]["values"] == "same values"
+
+
 def test_lines_within_a_sixth_of_the_headlines_recoverable_time_are_named_close_behind():
     from chokepoint.program.summary import ProgramReport
     from chokepoint.report.program import program_text

@@ -54,7 +54,8 @@ from ..kernels.adaptive import settle
 from ..measure.timer import measure_interleaved
 from .rewrite import CLOSE_ULP, FASTER, find_rewrite, max_ulp
 
-__all__ = ["LineCapture", "capture", "line_rewrites", "python_alike"]
+__all__ = ["EXTREMES", "LineCapture", "capture", "extreme_selection", "line_rewrites",
+           "python_alike", "same_extreme", "sort_call"]
 
 
 @dataclass
@@ -68,6 +69,7 @@ class _Pattern:
     original: str = ""  # the user's code this pattern is
     count: bool = False  # ``b.sum()`` of a boolean array: np.count_nonzero(b)
     top: ast.Subscript | None = None  # ``np.argsort(a)[:, :k]``: the k smallest, partitioned
+    extreme: ast.Subscript | None = None  # ``np.argsort(a)[-1]``: ``np.argmax(a)``
     unique: ast.Call | None = None  # ``np.unique(a, ...)`` of small integers: counted
     contraction: ast.Call | None = None  # ``(A[:, :, None] * B).sum(axis=1)``: np.einsum
     table: ast.Call | None = None  # ``np.interp(q, xp, fp)`` of small integers: looked up
@@ -156,6 +158,88 @@ def _top_k(node: ast.expr) -> tuple[ast.expr, ast.expr, ast.expr | None] | None:
             and last.upper is not None and last.step is None):
         return None
     return a, last.upper, next((kw.value for kw in call.keywords), None)
+
+
+#: what replaces the first or last entry of a sort: (sort, which end) -> NumPy's function
+EXTREMES = {("argsort", 0): "argmin", ("argsort", -1): "argmax",
+             ("sort", 0): "min", ("sort", -1): "max"}
+
+
+def sort_call(node: ast.expr) -> tuple[str, ast.expr, ast.expr | None] | None:
+    """``(kind, a, axis)`` of ``np.argsort(a, axis)``, ``np.sort(a, axis)`` or
+    ``a.argsort(axis)`` (``axis`` None where not written: the last); None for anything else,
+    or a sort with other arguments (``order=``)."""
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if not isinstance(func, ast.Attribute) or func.attr not in ("argsort", "sort"):
+        return None
+    if isinstance(func.value, ast.Name) and func.value.id in ("np", "numpy"):
+        if not node.args:
+            return None
+        a, rest = node.args[0], node.args[1:]
+    elif func.attr == "argsort":  # a.sort() sorts in place and returns None
+        a, rest = func.value, node.args
+    else:
+        return None
+    keywords = {kw.arg: kw.value for kw in node.keywords}
+    if len(rest) > 1 or set(keywords) - {"axis", "kind"} or (rest and "axis" in keywords):
+        return None
+    return func.attr, a, rest[0] if rest else keywords.get("axis")
+
+
+def _end(node: ast.expr) -> int | None:
+    """0 or -1 where ``node`` is that integer literal."""
+    if isinstance(node, ast.Constant) and node.value == 0 and type(node.value) is int:
+        return 0
+    if (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+            and isinstance(node.operand, ast.Constant) and node.operand.value == 1
+            and type(node.operand.value) is int):
+        return -1
+    return None
+
+
+def _whole(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Slice) and node.lower is None and node.upper is None
+            and node.step is None)
+
+
+def extreme_selection(node: ast.Subscript, ndim: int) -> tuple[int, int] | None:
+    """``(axis, end)`` where ``node`` takes the first (0) or last (-1) entry along one axis
+    and every other axis whole: ``s[-1]`` (axis 0), ``s[:, 0]`` or ``s[..., -1]`` (the
+    last axis)."""
+    parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    if len(parts) == 1:
+        end = _end(parts[0])
+        return (0, end) if end is not None else None
+    if len(parts) == 2 and isinstance(parts[0], ast.Constant) and parts[0].value is Ellipsis:
+        end = _end(parts[1])
+        return (ndim - 1, end) if end is not None else None
+    if len(parts) == ndim and all(_whole(p) for p in parts[:-1]):
+        end = _end(parts[-1])
+        return (ndim - 1, end) if end is not None else None
+    return None
+
+
+def _written_ndim(node: ast.Subscript) -> int:
+    """The dimensions a subscript's written indices imply (one, or one per index)."""
+    return len(node.slice.elts) if isinstance(node.slice, ast.Tuple) else 1
+
+
+def same_extreme(kind: str, a: np.ndarray, axis: int, ours, theirs) -> bool:
+    """Whether an extreme found in one pass gives what the sort gave: the same values (the
+    indices of a sort may pick another of equal values: the values at them must agree)."""
+    ours, theirs = np.asarray(ours), np.asarray(theirs)
+    if ours.shape != theirs.shape:
+        return False
+    nan = a.dtype.kind in "fc"
+    if kind == "sort":
+        return bool(np.array_equal(ours, theirs, equal_nan=nan))
+    at = (a[ours] if a.ndim == 1 else
+          np.take_along_axis(a, np.expand_dims(ours, axis), axis).squeeze(axis))
+    want = (a[theirs] if a.ndim == 1 else
+            np.take_along_axis(a, np.expand_dims(theirs, axis), axis).squeeze(axis))
+    return bool(np.array_equal(at, want, equal_nan=nan))
 
 
 #: the keywords of ``np.unique`` a count gives, in the order of its results
@@ -472,6 +556,12 @@ def _patterns(tree: ast.AST) -> list[_Pattern]:
             # a whole sort for its first k: a partition finds them, a sort of k orders them
             operands = {"a": top[0], "k": top[1]} | ({"axis": top[2]} if top[2] else {})
             found.append(_Pattern("top", operands, original=ast.unparse(node), top=node))
+        elif isinstance(node, ast.Subscript) and (sort := sort_call(node.value)) is not None \
+                and extreme_selection(node, _written_ndim(node)) is not None:
+            # a whole sort for its first or last entry: one pass finds it
+            operands = {"a": sort[1]} | ({"axis": sort[2]} if sort[2] is not None else {})
+            found.append(_Pattern("extreme", operands, original=ast.unparse(node),
+                                  extreme=node))
         elif _contraction(node) is not None:
             # a broadcast product summed: a contraction, without the product's temporary
             found.append(_Pattern("einsum", {}, original=ast.unparse(node),
@@ -761,6 +851,44 @@ def _check_top(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | No
     found = _measured_rewrite(capture_, p, line, target, first, ordered, agree, min_time)
     if found is not None and found["values"] != "same values":
         found["note"] = "where values are equal, which of their indices comes first may differ"
+    return found
+
+
+def _check_extreme(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    """``np.argsort(a, axis)[-1]`` (the first or last entry along the sorted axis) against
+    ``np.argmax(a, axis)`` (``np.argmin``; ``np.max``/``np.min`` of ``np.sort``): the same
+    values of ``a`` at the indices."""
+    kind, a_node, axis_node = sort_call(p.extreme.value)
+    if not _plain(a_node) or (axis_node is not None and not _plain(axis_node)):
+        return None  # a is evaluated again to check the values: only plain expressions
+    found = _line_target(capture_, p)
+    if found is None:
+        return None
+    line, target = found
+    try:
+        a = eval(_compiled(a_node), dict(capture_.env))
+        axis = -1 if axis_node is None else eval(_compiled(axis_node), dict(capture_.env))
+    except Exception:  # the user's code cannot be re-run here: skip it
+        return None
+    if type(a) is not np.ndarray or a.ndim == 0 or not isinstance(axis, (int, np.integer)) \
+            or not -a.ndim <= axis < a.ndim:
+        return None
+    axis = int(axis) % a.ndim
+    picked = extreme_selection(p.extreme, a.ndim)
+    if picked is None or picked[0] != axis:
+        return None
+    replacement = (f"np.{EXTREMES[kind, picked[1]]}({ast.unparse(a_node)}"
+                   f"{'' if a.ndim == 1 else f', axis={axis}'})")
+
+    def agree(ours, theirs) -> str | None:
+        if not same_extreme(kind, a, axis, ours, theirs):
+            return None
+        return ("same values" if np.array_equal(ours, theirs) else
+                "the same values at the indices")
+
+    found = _measured_rewrite(capture_, p, line, target, "", replacement, agree, min_time)
+    if found is not None and found["values"] != "same values":
+        found["note"] = "where values are equal, which of their indices is taken may differ"
     return found
 
 
@@ -1286,6 +1414,7 @@ def _check_gathered(capture_: LineCapture, p: _Pattern, min_time: float) -> dict
 _CHECKS = (("gathered", _check_gathered), ("power", _check_power), ("matmul", _check_matmul),
            ("base", _check_exp), ("scatter", _check_add_at), ("rolls", _check_roll),
            ("quantiles", _check_quantiles), ("count", _check_count), ("top", _check_top),
+           ("extreme", _check_extreme),
            ("unique", _check_unique), ("contraction", _check_contraction),
            ("table", _check_table), ("iterated", _check_tolist))
 

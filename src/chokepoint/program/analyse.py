@@ -31,7 +31,7 @@ from ..explain.api import (
     rewrite_into,
 )
 from ..explain.findings import derive_findings
-from ..explain.lines import line_rewrites, python_alike
+from ..explain.lines import line_rewrites, python_alike, sort_call
 from ..explain.model import build_model
 from ..explain.probes import ProbeSettings, clear_after_three, significant
 from ..explain.rewrite import slice_assignment, statement_part
@@ -43,7 +43,7 @@ from ..usercode import user_file
 from .blocked import blocked, largest_intermediate
 from .heap import available as reused_memory_available
 from .heap import fresh_memory, reused_memory
-from .joined import assigned_name, joined_distances, sort_call, sorted_extreme
+from .joined import assigned_name, joined_distances, sorted_extreme
 from .record import PAGE_BYTES, LineStat
 from .replay import grown_name, is_simple_name_assign, prepare, run_once, timed_under
 from .strided import strided_line, timed_layouts

@@ -22,12 +22,13 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..explain.distances import find_distances
+from ..explain.lines import EXTREMES, extreme_selection, same_extreme, sort_call
 from ..measure.timer import measure_interleaved
 from .record import LineStat
 from .replay import ReplayError, prepare
 
-__all__ = ["assigned_name", "consumer_of", "extreme_uses", "joined_distances",
-           "producer_of", "sort_call", "sorted_extreme"]
+__all__ = ["assigned_name", "consumer_of", "extreme_uses", "joined_distances", "producer_of",
+           "sorted_extreme"]
 
 #: repeats of the side-by-side timing
 REPEATS = 5
@@ -163,67 +164,6 @@ def joined_distances(line: LineStat, producer: LineStat, min_time: float,
 
 # -- a sort for its extreme -----------------------------------------------------------------------
 
-#: what replaces the first or last entry of a sort: (sort, which end) -> NumPy's function
-_EXTREMES = {("argsort", 0): "argmin", ("argsort", -1): "argmax",
-             ("sort", 0): "min", ("sort", -1): "max"}
-
-
-def sort_call(node: ast.expr) -> tuple[str, ast.expr, ast.expr | None] | None:
-    """``(kind, a, axis)`` of ``np.argsort(a, axis)``, ``np.sort(a, axis)`` or
-    ``a.argsort(axis)`` (``axis`` None where not written: the last); None for anything else,
-    or a sort with other arguments (``order=``)."""
-    if not isinstance(node, ast.Call):
-        return None
-    func = node.func
-    if not isinstance(func, ast.Attribute) or func.attr not in ("argsort", "sort"):
-        return None
-    if isinstance(func.value, ast.Name) and func.value.id in ("np", "numpy"):
-        if not node.args:
-            return None
-        a, rest = node.args[0], node.args[1:]
-    elif func.attr == "argsort":  # a.sort() sorts in place and returns None
-        a, rest = func.value, node.args
-    else:
-        return None
-    keywords = {kw.arg: kw.value for kw in node.keywords}
-    if len(rest) > 1 or set(keywords) - {"axis", "kind"} or (rest and "axis" in keywords):
-        return None
-    return func.attr, a, rest[0] if rest else keywords.get("axis")
-
-
-def _end(node: ast.expr) -> int | None:
-    """0 or -1 where ``node`` is that integer literal."""
-    if isinstance(node, ast.Constant) and node.value == 0 and type(node.value) is int:
-        return 0
-    if (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
-            and isinstance(node.operand, ast.Constant) and node.operand.value == 1
-            and type(node.operand.value) is int):
-        return -1
-    return None
-
-
-def _whole(node: ast.expr) -> bool:
-    return (isinstance(node, ast.Slice) and node.lower is None and node.upper is None
-            and node.step is None)
-
-
-def _selection(node: ast.Subscript, ndim: int) -> tuple[int, int] | None:
-    """``(axis, end)`` where ``node`` takes the first (0) or last (-1) entry along one axis
-    and every other axis whole: ``s[-1]`` (axis 0), ``s[:, 0]`` or ``s[..., -1]`` (the
-    last axis)."""
-    parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-    if len(parts) == 1:
-        end = _end(parts[0])
-        return (0, end) if end is not None else None
-    if len(parts) == 2 and isinstance(parts[0], ast.Constant) and parts[0].value is Ellipsis:
-        end = _end(parts[1])
-        return (ndim - 1, end) if end is not None else None
-    if len(parts) == ndim and all(_whole(p) for p in parts[:-1]):
-        end = _end(parts[-1])
-        return (ndim - 1, end) if end is not None else None
-    return None
-
-
 def extreme_uses(scope: ast.AST, name: str, lines: tuple[int, int], ndim: int, axis: int
                  ) -> list[tuple[ast.Subscript, int]] | None:
     """The reads of ``name`` in ``scope`` outside the statement at ``lines`` (first, last),
@@ -242,7 +182,7 @@ def extreme_uses(scope: ast.AST, name: str, lines: tuple[int, int], ndim: int, a
         if not isinstance(node.ctx, ast.Load) or not isinstance(parent, ast.Subscript) \
                 or parent.value is not node or not isinstance(parent.ctx, ast.Load):
             return None
-        picked = _selection(parent, ndim)
+        picked = extreme_selection(parent, ndim)
         if picked is None or picked[0] != axis:
             return None
         uses.append((parent, picked[1]))
@@ -289,7 +229,7 @@ def sorted_extreme(line: LineStat, consumer: LineStat, min_time: float,
         return None
     axis_code = "" if a.ndim == 1 else f", axis={axis}"
     a_code = ast.unparse(a_node)
-    replaced = {ast.unparse(u): f"np.{_EXTREMES[kind, end]}({a_code}{axis_code})"
+    replaced = {ast.unparse(u): f"np.{EXTREMES[kind, end]}({a_code}{axis_code})"
                 for u, end in uses}
 
     class Replace(ast.NodeTransformer):
@@ -313,7 +253,7 @@ def sorted_extreme(line: LineStat, consumer: LineStat, min_time: float,
                     for u, _ in uses]
     except Exception:
         return None
-    if not all(_same_extreme(kind, a, axis, o, t) for o, t in zip(ours, theirs, strict=True)):
+    if not all(same_extreme(kind, a, axis, o, t) for o, t in zip(ours, theirs, strict=True)):
         return None
     first_ns, second_ns = dict(ns), dict(ns)
 
@@ -334,19 +274,3 @@ def sorted_extreme(line: LineStat, consumer: LineStat, min_time: float,
                                     "taken may differ",
             "joins": {"lines": [line.statement.line, consumer.statement.line],
                       "name": name, "lines_s": before.median}}
-
-
-def _same_extreme(kind: str, a: np.ndarray, axis: int, ours, theirs) -> bool:
-    """Whether an extreme found in one pass gives what the sort gave: the same values (the
-    indices of a sort may pick another of equal values: the values at them must agree)."""
-    ours, theirs = np.asarray(ours), np.asarray(theirs)
-    if ours.shape != theirs.shape:
-        return False
-    nan = a.dtype.kind in "fc"
-    if kind == "sort":
-        return bool(np.array_equal(ours, theirs, equal_nan=nan))
-    at = (a[ours] if a.ndim == 1 else
-          np.take_along_axis(a, np.expand_dims(ours, axis), axis).squeeze(axis))
-    want = (a[theirs] if a.ndim == 1 else
-            np.take_along_axis(a, np.expand_dims(theirs, axis), axis).squeeze(axis))
-    return bool(np.array_equal(at, want, equal_nan=nan))
