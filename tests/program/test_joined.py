@@ -2,6 +2,7 @@
 
 import ast
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 
@@ -119,3 +120,16 @@ def test_the_statement_after_in_the_same_block_that_ran_as_often(stats):
     assert consumer_of(stats.values(), stats[18]) is None  # the last of its block
     stats[14].hits = 1  # an if that ran once, not 3 times
     assert consumer_of(stats.values(), stats[13]) is None
+
+
+def test_a_next_line_that_changes_what_the_sort_reads_is_not_joined(tmp_path):
+    from chokepoint.program.joined import _changes_what_it_reads
+
+    def stat(code):
+        return SimpleNamespace(statement=SimpleNamespace(code=code))
+
+    made = ast.parse("np.argsort(scores[rows], axis=0)", mode="eval").body
+    assert not _changes_what_it_reads(stat("back[t] = order[-1]"), made)
+    assert _changes_what_it_reads(stat("scores = scores[order[-1]]"), made)
+    assert _changes_what_it_reads(stat("scores[0] += order[-1]"), made)
+    assert _changes_what_it_reads(stat("rows.shape = order[-1].shape"), made)

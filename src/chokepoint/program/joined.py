@@ -189,6 +189,28 @@ def extreme_uses(scope: ast.AST, name: str, lines: tuple[int, int], ndim: int, a
     return uses or None
 
 
+def _changes_what_it_reads(consumer: LineStat, made: ast.expr) -> bool:
+    """Whether ``consumer`` binds or writes into a name the expression ``made`` reads: run
+    again and again to be timed, the pair would then sort other values each time."""
+    try:
+        tree = ast.parse(consumer.statement.code)
+    except SyntaxError:
+        return True
+    read = {n.id for n in ast.walk(made) if isinstance(n, ast.Name)}
+    written = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            written.add(node.id)
+        elif isinstance(node, (ast.Subscript, ast.Attribute)) \
+                and not isinstance(node.ctx, ast.Load):
+            base = node.value
+            while isinstance(base, (ast.Subscript, ast.Attribute)):
+                base = base.value
+            if isinstance(base, ast.Name):
+                written.add(base.id)
+    return bool(read & written)
+
+
 def sorted_extreme(line: LineStat, consumer: LineStat, min_time: float,
                    include: tuple[str, ...] = ()) -> dict | None:
     """``name = <a sort of a>`` on ``line``, every read of ``name`` in ``consumer`` (the next
@@ -203,7 +225,7 @@ def sorted_extreme(line: LineStat, consumer: LineStat, min_time: float,
         return None
     made = ast.parse(line.statement.code).body[0].value
     sort = sort_call(made)
-    if sort is None:
+    if sort is None or _changes_what_it_reads(consumer, made):
         return None
     kind, a_node, axis_node = sort
     try:
