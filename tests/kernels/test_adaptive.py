@@ -17,6 +17,10 @@ from chokepoint.kernels.adaptive import (
 )
 
 
+def choose(c: Chooser, name, n: int, default: str, others: tuple = ("serial",)) -> str:
+    """The variant the chooser would run now (its choice, without deciding a call)."""
+    return c._choice(name, n, (default, *others))[0]
+
 def warm(c, name, n):
     """Each variant's first call (compilation) is not counted: make it."""
     for variant in ("parallel", "serial"):
@@ -36,25 +40,25 @@ def test_measures_both_then_runs_the_faster():
     c = Chooser(clock)
     n = 100_000
     warm(c, "relu", n)
-    assert c.choose("relu", n, "parallel") == "parallel"  # the engine's default first
+    assert choose(c, "relu", n, "parallel") == "parallel"  # the engine's default first
     c.record("relu", n, "parallel", 8e-3)  # a busy core: the call waited for a time slice
-    assert c.choose("relu", n, "parallel") == "serial"  # the other one, once
+    assert choose(c, "relu", n, "parallel") == "serial"  # the other one, once
     c.record("relu", n, "serial", 1e-4)
-    assert c.choose("relu", n, "parallel") == "parallel"  # lost on one call: once more
+    assert choose(c, "relu", n, "parallel") == "parallel"  # lost on one call: once more
     c.record("relu", n, "parallel", 8e-3)
-    assert c.choose("relu", n, "parallel") == "serial"
+    assert choose(c, "relu", n, "parallel") == "serial"
     c.record("relu", n, "serial", 1e-4)
-    assert c.choose("relu", n, "parallel") == "serial"
+    assert choose(c, "relu", n, "parallel") == "serial"
     # the parallel figure is stale: measured again, once its 3 calls (the untimed one after
     # the switch, a fresh figure's two) take at most BUDGET of the time since
     clock.now += STALE + 3 * (8e-3 - 1e-4) / BUDGET
-    assert c.choose("relu", n, "parallel") == "parallel"
+    assert choose(c, "relu", n, "parallel") == "parallel"
     c.record("relu", n, "parallel", 5e-5)  # the core is free again: a fresh figure
-    assert c.choose("relu", n, "parallel") == "serial"  # the serial figure is stale too
+    assert choose(c, "relu", n, "parallel") == "serial"  # the serial figure is stale too
     c.record("relu", n, "serial", 1e-4)
-    assert c.choose("relu", n, "parallel") == "serial"  # lost on one call: once more
+    assert choose(c, "relu", n, "parallel") == "serial"  # lost on one call: once more
     c.record("relu", n, "serial", 1e-4)
-    assert c.choose("relu", n, "parallel") == "parallel"
+    assert choose(c, "relu", n, "parallel") == "parallel"
 
 
 def test_a_costly_loser_is_measured_again_less_often():
@@ -66,12 +70,12 @@ def test_a_costly_loser_is_measured_again_less_often():
     warm(c, "gelu", n)
     for variant, seconds in (("parallel", 0.1), ("serial", 0.2), ("serial", 0.2),
                              ("parallel", 0.1)):
-        assert c.choose("gelu", n, "parallel") == variant
+        assert choose(c, "gelu", n, "parallel") == variant
         c.record("gelu", n, variant, seconds)
     clock.now += 0.1 / BUDGET
-    assert c.choose("gelu", n, "parallel") == "parallel"  # not yet (one call's worth)
+    assert choose(c, "gelu", n, "parallel") == "parallel"  # not yet (one call's worth)
     clock.now += 2 * 0.1 / BUDGET + 1
-    assert c.choose("gelu", n, "parallel") == "serial"
+    assert choose(c, "gelu", n, "parallel") == "serial"
 
 
 def test_calls_longer_than_stale_settle_on_the_faster():
@@ -101,14 +105,14 @@ def test_one_slow_call_does_not_keep_a_variant_off():
     n = 2_000_000
     warm(c, "relu", n)
     c.record("relu", n, "parallel", 25e-3)
-    assert c.choose("relu", n, "parallel") == "serial"
+    assert choose(c, "relu", n, "parallel") == "serial"
     c.record("relu", n, "serial", 0.6e-3)
-    assert c.choose("relu", n, "parallel") == "parallel"  # run again at once, not in 2 s
+    assert choose(c, "relu", n, "parallel") == "parallel"  # run again at once, not in 2 s
     c.record("relu", n, "parallel", 0.3e-3)
-    assert c.choose("relu", n, "parallel") == "serial"  # serial lost on one call too
+    assert choose(c, "relu", n, "parallel") == "serial"  # serial lost on one call too
     c.record("relu", n, "serial", 0.6e-3)
     for _ in range(3):
-        assert c.choose("relu", n, "parallel") == "parallel"
+        assert choose(c, "relu", n, "parallel") == "parallel"
         c.record("relu", n, "parallel", 0.3e-3)
 
 
@@ -119,9 +123,9 @@ def test_size_classes_and_kernels_are_apart():
     for _ in range(2):  # a fresh figure takes two calls
         c.record("relu", 100_000, "parallel", 1.0)
     c.record("relu", 100_000, "serial", 1e-3)
-    assert c.choose("relu", 100_000, "parallel") == "serial"
-    assert c.choose("relu", 30_000_000, "parallel") == "parallel"  # another size class
-    assert c.choose("relu_backward", 100_000, "parallel") == "parallel"
+    assert choose(c, "relu", 100_000, "parallel") == "serial"
+    assert choose(c, "relu", 30_000_000, "parallel") == "parallel"  # another size class
+    assert choose(c, "relu_backward", 100_000, "parallel") == "parallel"
 
 
 def test_the_engine_records_its_calls_and_values_do_not_change():
@@ -199,7 +203,7 @@ def test_three_candidates_each_measured_then_the_fastest():
         c.record("fuse", n, variant, 1.0)  # compilation, not counted
     for variant, seconds in (("stream", 13e-3), ("parallel", 7e-3), ("serial", 12e-3),
                              ("stream", 13e-3), ("serial", 12e-3)):
-        assert c.choose("fuse", n, "stream", three) == variant  # each loser twice
+        assert choose(c, "fuse", n, "stream", three) == variant  # each loser twice
         c.record("fuse", n, variant, seconds)
     assert c.decide("fuse", n, "stream", three) == ("parallel", True)
     assert c.decide("fuse", n, "stream", three) == ("parallel", False)  # settled

@@ -149,7 +149,7 @@ class Chooser:
         """The variant for this call, and whether to time it (then :meth:`record` it).
 
         One call in :data:`SAMPLE` per kernel and size class, or in as many as take
-        :data:`PERIOD` seconds when that is more, makes the choice (:meth:`choose`) and is
+        :data:`PERIOD` seconds when that is more, makes the choice (:meth:`_choice`) and is
         timed; the calls between run the same variant untimed (by the chooser: see
         :class:`Decision`): choosing and recording run in Python, slower than a small kernel. A
         variant run only to be measured (a slower one, re-measured) runs for that one call,
@@ -229,12 +229,6 @@ class Chooser:
         for last in self._last.values():
             last._start(last.variant, 0)
         self._warming.clear()
-
-    def choose(self, name, n: int, default: str, others: tuple[str, ...] = ("serial",)) -> str:
-        """The variant to run for kernel ``name`` on ``n`` elements: ``default`` (the engine's
-        parallel or streaming choice) or one of ``others`` (``"serial"``; fused kernels that
-        can stream also compare ``"parallel"``)."""
-        return self._choice(name, n, (default, *others))[0]
 
     def _choice(self, name, n: int, candidates: tuple[str, ...]) -> tuple[str, bool]:
         """(variant, settled): settled is False while a variant is run to be measured.
