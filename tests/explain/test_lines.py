@@ -148,10 +148,16 @@ def test_results_agree_only_with_the_same_values_shapes_and_dtypes():
     ("np.sum(A[:, :, None] * B[None], axis=-2)", (2, 2), "ab,bc->ac"),
     ("(A[:, :, None] * D).sum(axis=1)", (2, 3), "ab,abc->ac"),
     ("(x[:, None] * y).sum(axis=0)", (1, 2), "a,ab->b"),
+    ("(diff * (w * m[None, :])[:, :, None]).sum(axis=1)", (3, 2), "abc,ab->ac"),
 ])
 def test_a_broadcast_product_summed_is_a_contraction(code, ndims, spec):
     factors, axis = _contraction(_node(code))
     assert _einsum_spec(factors, list(ndims), axis) == spec
+
+
+def test_a_contraction_factor_made_by_an_expression_is_einsums_operand():
+    factors, _ = _contraction(_node("(diff * (w * m[None, :])[:, :, None]).sum(axis=1)"))
+    assert [code for code, _ in factors] == ["diff", "w * m[None, :]"]
 
 
 @pytest.mark.parametrize("code", [
@@ -173,12 +179,16 @@ def test_a_contraction_with_a_result_axis_of_length_one_is_left_alone():
 
 
 @pytest.mark.parametrize("code, q", [("np.interp(q, xp, fp)", "q"), ("np.exp(codes)", "codes"),
-                                     ("np.power(q, 2)", "q")])
-def test_a_numpy_function_of_an_array_name_may_be_tabulated(code, q):
-    assert _tabulated(_node(code)).id == q
+                                     ("np.power(q, 2)", "q"),
+                                     ("np.interp(image.flatten(), b[:-1], c)", "image.flatten()"),
+                                     ("np.exp(x[0].reshape(-1, 2))", "x[0].reshape(-1, 2)")])
+def test_a_numpy_function_of_an_array_or_its_view_may_be_tabulated(code, q):
+    assert ast.unparse(_tabulated(_node(code))) == q
 
 
 @pytest.mark.parametrize("code", ["np.interp(q + 1, xp, fp)", "np.median(q)",
+                                  "np.interp(f(q).ravel(), xp, fp)", "np.exp(q.sum())",
+                                  "np.exp(q.reshape(n()))", "np.interp(q, xp[f()], fp)",
                                   "np.exp(q, out=y)", "np.exp(q, y)", "rng.poisson(q)", "f(q)",
                                   "np.multiply(q, rng.random())", "np.matmul(q, w)"])
 def test_other_calls_are_not_tabulated(code):

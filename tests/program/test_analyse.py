@@ -293,3 +293,13 @@ def test_a_strided_line_saves_what_its_layouts_measured_of_the_programs_run(
         assert found and causes[0].seconds == pytest.approx(expected_s)
     else:  # the contiguous layout took longer than the program's run: nothing it saves
         assert not found and ruled[0]["kind"] == "strided-access"
+
+
+def test_work_without_a_model_of_its_floor():
+    from chokepoint.program.analyse import unmodelled
+
+    for name in ("sort", "ndarray.argsort", "rfft", "cumsum", "ndarray.cumsum", "interp",
+                 "add.accumulate", "multiply.accumulate", "histogram"):
+        assert unmodelled(name), name
+    for name in ("add", "ndarray.sum", "add.reduce", "matmul", "exp"):
+        assert not unmodelled(name), name

@@ -263,12 +263,13 @@ def _unique(node: ast.expr) -> tuple[ast.expr, tuple[str, ...]] | None:
 
 
 def _factor(node: ast.expr) -> tuple[str, list[bool] | None] | None:
-    """``(name, axes)`` of a factor of a contraction: ``A`` (axes None: all of its own) or
+    """``(code, axes)`` of a factor of a contraction: ``A`` (axes None: all of its own) or
     ``A[:, None, :]`` (True for each of its own axes, False for each new one; the axes an
-    index leaves out at the end are its own too)."""
+    index leaves out at the end are its own too); ``A`` may be an expression without calls
+    (``(w * m[None, :])[:, :, None]``), its code then einsum's operand."""
     if isinstance(node, ast.Name):
         return node.id, None
-    if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)):
+    if not (isinstance(node, ast.Subscript) and _plain(node.value)):
         return None
     parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
     axes = []
@@ -280,7 +281,7 @@ def _factor(node: ast.expr) -> tuple[str, list[bool] | None] | None:
             axes.append(False)
         else:
             return None
-    return node.value.id, axes
+    return ast.unparse(node.value), axes
 
 
 def _contraction(node: ast.expr) -> tuple[list[tuple[str, list[bool] | None]], int] | None:
@@ -345,15 +346,37 @@ _TABULATED = frozenset({"interp"}) | frozenset(
 TABLE_ELEMENTS_PER_VALUE = 8
 
 
-def _tabulated(node: ast.expr) -> ast.Name | None:
-    """``q`` of ``np.interp(q, xp, fp)`` or ``np.exp(q)`` (a ufunc of NumPy's, ``q`` a name,
-    no keywords, no positional ``out``, no calls in its arguments): a function of each
-    element of ``q`` alone where its other arguments are scalars (checked on their values)."""
+#: array methods that only copy or view their array's values: an argument made by them is
+#: evaluated once before a rewrite (``np.interp(image.flatten(), ...)``)
+_RESHAPING = frozenset({"flatten", "ravel", "reshape", "astype", "copy", "squeeze", "transpose"})
+
+
+def _array_expression(node: ast.expr) -> bool:
+    """A name, or views and copies of one: attributes, subscripts without calls, and the
+    methods of :data:`_RESHAPING` with plain arguments (``image.flatten()``, ``x[0].ravel()``)."""
+    if isinstance(node, ast.Name):
+        return True
+    if isinstance(node, ast.Attribute):
+        return _array_expression(node.value)
+    if isinstance(node, ast.Subscript):
+        return _plain(node.slice) and _array_expression(node.value)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return (node.func.attr in _RESHAPING and _array_expression(node.func.value)
+                and all(_plain(a) for a in node.args)
+                and all(_plain(k.value) for k in node.keywords))
+    return False
+
+
+def _tabulated(node: ast.expr) -> ast.expr | None:
+    """``q`` of ``np.interp(q, xp, fp)`` or ``np.exp(q)`` (a ufunc of NumPy's, ``q`` a name or
+    a view or copy of one (:func:`_array_expression`), no keywords, no positional ``out``, no
+    calls in its other arguments): a function of each element of ``q`` alone where its other
+    arguments are scalars (checked on their values)."""
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
             and _is_np(node.func, node.func.attr) and node.func.attr in _TABULATED
-            and node.args and isinstance(node.args[0], ast.Name) and not node.keywords
+            and node.args and _array_expression(node.args[0]) and not node.keywords
             and not any(isinstance(a, ast.Starred) for a in node.args)
-            and all(_plain(a) for a in node.args)):  # evaluated many times: no calls
+            and all(_plain(a) for a in node.args[1:])):  # evaluated many times: no calls
         return None
     func = getattr(np, node.func.attr)
     arity = 3 if func is np.interp else func.nin
@@ -958,8 +981,9 @@ def _check_contraction(capture_: LineCapture, p: _Pattern, min_time: float) -> d
         call.func.attr == "sum" and not call.args else call.args[0]
     try:
         line = ast.parse(capture_.code)
-        arrays = [capture_.env[name] for name, _ in factors]
-    except (SyntaxError, KeyError):
+        arrays = [eval(compile(code, "<factor>", "eval"), dict(capture_.env))
+                  for code, _ in factors]
+    except Exception:  # the user's code cannot be re-run here: skip it
         return None
     target = _target(line, p)
     # real factors (a boolean neighbourhood times velocities too) whose product is a float
@@ -998,12 +1022,21 @@ def _check_table(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | 
     :data:`TABLE_ELEMENTS_PER_VALUE` elements per value of its range, against the function
     evaluated once on ``np.arange(q.max() + 1)`` (``q``'s dtype) and indexed by ``q``: the
     same values, shape and dtype."""
-    name = p.operands["q"].id
-    q = capture_.env.get(name)
+    q_node = p.operands["q"]
     parsed = _line_target(capture_, p)
     if parsed is None:
         return None
     line, target = parsed
+    if isinstance(q_node, ast.Name):
+        name, first = q_node.id, ""
+        q = capture_.env.get(name)
+    else:  # a view or copy of an array (image.flatten()): made once, before the lookup
+        name = _free_name(capture_, line, "q")
+        first = f"{name} = {ast.unparse(q_node)}"
+        try:
+            q = eval(_compiled(q_node), dict(capture_.env))
+        except Exception:  # the user's code cannot be re-run here: skip it
+            return None
     if type(q) is not np.ndarray or q.dtype.kind not in "iu" or q.size == 0 \
             or q.min() < 0 or (int(q.max()) + 1) * TABLE_ELEMENTS_PER_VALUE > q.size:
         return None
@@ -1018,7 +1051,7 @@ def _check_table(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | 
     call.args[0] = ast.parse(f"np.arange(int({name}.max()) + 1, dtype={name}.dtype)",
                              mode="eval").body
     code = f"{ast.unparse(call)}[{name}]"
-    found = _measured_rewrite(capture_, p, line, target, "", code, _same_arrays, min_time)
+    found = _measured_rewrite(capture_, p, line, target, first, code, _same_arrays, min_time)
     if found is not None:
         found["note"] = f"for non-negative integers {name} (the table has {name}.max() + 1 entries)"
     return found

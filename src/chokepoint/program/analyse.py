@@ -50,7 +50,7 @@ from .strided import strided_line, timed_layouts
 
 __all__ = ["Cause", "LineAnalysis", "analyse_line", "call_cost", "kept_share",
            "one_time", "program_refaults", "python_lists", "python_numbers",
-           "unseen_calls"]
+           "unmodelled", "unseen_calls"]
 
 #: new memory per execution from which the fresh-memory probe runs (below it, malloc reuses
 #: its own free lists and no page is faulted)
@@ -92,15 +92,24 @@ OPAQUE_NEW_BYTES = 64 * 2**10
 #: and at most this long a call: a longer one is work whatever its arrays' size
 OPAQUE_CALL_S = 200e-6
 #: NumPy operations whose work no model here counts (a sort's comparisons, an FFT's
-#: butterflies, a set operation's): their floor is not known, so their time is recoverable
-#: only where a measured cause or rewrite holds it (``ndarray.`` methods alike)
+#: butterflies, a set operation's, an interpolation's search per element, a running sum's
+#: chain of dependent additions: any ufunc's ``accumulate`` too): their floor is not known, so
+#: their time is recoverable only where a measured cause or rewrite holds it (``ndarray.``
+#: methods alike)
 UNMODELLED = frozenset({
+    "cumsum", "cumprod", "nancumsum", "nancumprod", "interp", "cumulative_sum",
+    "cumulative_prod",
     "fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn",
     "rfftn", "irfftn", "hfft", "ihfft", "sort", "argsort", "lexsort", "partition",
     "argpartition", "unique", "unique_all", "unique_counts", "unique_inverse",
     "unique_values", "searchsorted", "median", "nanmedian", "percentile", "nanpercentile",
     "quantile", "nanquantile", "isin", "in1d", "intersect1d", "setdiff1d", "setxor1d",
     "union1d", "convolve", "correlate", "histogram", "histogram2d", "histogramdd"})
+
+
+def unmodelled(name: str) -> bool:
+    """Whether a traced operation's work has no model here (:data:`UNMODELLED`)."""
+    return name.removeprefix("ndarray.") in UNMODELLED or name.endswith(".accumulate")
 
 
 @dataclass
@@ -794,7 +803,7 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
               if unseen_calls(st.tree, ns) else 0.0)
     unseen = min(replay_s, unseen + sum(
         r["time_s"] for op, r in zip(tr.ops, rows, strict=True)
-        if op.name.removeprefix("ndarray.") in UNMODELLED and r["time_s"] > 0))
+        if unmodelled(op.name) and r["time_s"] > 0))
     calls = len(timed) + (tr.untraced if untraced else 0)
     numbers = {"hits": stat.hits, "calls": calls, "small_calls": calls - len(timed) + len(small),
                "call_s": per_call / calls if calls else cost, "per_hit_s": replay_s,

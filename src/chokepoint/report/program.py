@@ -316,7 +316,7 @@ def _headline_lines(r) -> list[str]:
                        f"measured a cause for it{rewritten})")
         if top.get("unseen_s", 0.0) > 0.25 * top["time_s"]:
             counted = ("only what the rewrite below saves is counted as recoverable"
-                       if top["rewrite"] else "so that time is not counted as recoverable")
+                       if top["rewrite"] else "that time is not counted as recoverable")
             out.append(f"  {_ms(top['unseen_s'])} of it ran in work whose floor chokepoint "
                        "does not know (a random generator's method, a sort, an FFT, a compiled "
                        f"library's function): {counted}")
