@@ -8,6 +8,14 @@ computes the same value each time: once before the loop does the same, and the l
 runs of it are saved. It is not said where another line of the loop writes into ``name`` or
 binds it (``acc = np.zeros(n)`` then ``acc += x``: the loop needs a fresh one each run), or
 reads it before it is computed (its first run reads what the loop was entered with).
+
+A part of a statement can be loop-invariant where the whole is not: ``contrib = rank[src] /
+out_degree[src]`` gathers ``out_degree[src]`` again on every run though neither name changes
+(the recorder compares the inputs name by name). :func:`invariant_parts` finds the largest
+parts of the expression reading only names that were the same at every run compared, written
+by no line of the loop (the statement included), with no random draw or another library's
+call; :func:`attach` times each on the captured values, and its runs beyond one per entry of
+the loop are the cause's time.
 """
 
 from __future__ import annotations
@@ -15,12 +23,21 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+import numpy as np
+
+from ..measure.timer import measure
 from .analyse import unseen_calls
 from .groups import first_claim, inside, stores
 from .record import LineStat
-from .replay import is_simple_name_assign
+from .replay import ReplayError, is_simple_name_assign, prepare
 
-__all__ = ["attach", "compared_runs", "hoistable"]
+__all__ = ["attach", "compared_runs", "hoistable", "invariant_parts"]
+
+#: the parts of a statement that compute something (a bare name or number is no work)
+_WORK = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Compare)
+#: parts of these run some runs only, or many times a run: not searched
+_NOT_EVERY_RUN = (ast.IfExp, ast.BoolOp, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp,
+                  ast.GeneratorExp)
 
 
 def compared_runs(hits: int) -> int:
@@ -59,22 +76,112 @@ def hoistable(stat: LineStat, stats: list[LineStat], by_key: dict) -> str | None
     return name
 
 
+def _value(tree: ast.Module) -> ast.expr | None:
+    """The expression a one-statement ``tree`` computes (an assignment's value, an
+    expression's), else None."""
+    node = tree.body[0] if len(tree.body) == 1 else None
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return)):
+        return node.value
+    return None
+
+
+def invariant_parts(stat: LineStat, stats: list[LineStat], by_key: dict) -> list[ast.expr]:
+    """The largest parts of ``stat``'s expression that compute the same value on every run of
+    its loop (see the module's notes); none where the statement was not compared at each run
+    captured again, or where nothing in it is the same."""
+    st = stat.statement
+    if (st.loop is None or stat.mutates or stat.capture is None or stat.input_sums is None
+            or stat.compared <= 0 or stat.compared != compared_runs(stat.hits)):
+        return []
+    same = set(stat.input_sums) - stat.varying
+    loop = by_key.get((st.filename, st.loop))
+    try:
+        tree = ast.parse(st.code)
+    except SyntaxError:
+        return []
+    value = _value(tree)
+    if not same or loop is None or value is None:
+        return []
+    # every line of the loop, this one too: a name written or handed to a call in it is not
+    # the same from one run to the next, whatever the runs compared saw
+    lines = [o.statement.code for o in stats
+             if o.statement.code and (o is stat or inside(o, loop.statement, by_key))]
+    ns = {**stat.capture.globals, **stat.capture.values}
+    found: list[ast.expr] = []
+
+    def search(node: ast.AST) -> None:
+        # the whole value is the statement's (hoistable's rule: ``acc = np.zeros(n)`` then
+        # ``acc += x`` needs a fresh one each run); a part of it makes a temporary
+        if isinstance(node, _WORK) and node is not value:
+            names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+            if (names and names <= same and not names & set(loop.statement.names)
+                    and not any(stores(code, n) for code in lines for n in names)
+                    and not unseen_calls(node, ns)):
+                found.append(node)
+                return
+        if isinstance(node, _NOT_EVERY_RUN):
+            return
+        for child in ast.iter_child_nodes(node):
+            search(child)
+
+    search(value)
+    return found
+
+
+def _parts_seconds(stat: LineStat, parts: list[ast.expr], min_time: float) -> float | None:
+    """Seconds a run of ``stat`` spends on ``parts``, each timed alone on its captured
+    values; None where one cannot be run there."""
+    try:
+        namespace = prepare(stat).namespace()
+    except ReplayError:
+        return None
+    total = 0.0
+    for part in parts:
+        code = compile(ast.Expression(part), "<part>", "eval")
+        try:
+            with np.errstate(all="ignore"):
+                total += measure(lambda code=code: eval(code, namespace), min_time=min_time,
+                                 repeats=5).median
+        except Exception:  # the part does not run on its own: no cause
+            return None
+    return total
+
+
 def attach(rows: dict[int, dict], stats: list[LineStat], display: Callable[[LineStat], str],
-           min_seconds: float) -> None:
+           min_seconds: float, min_time: float = 0.005) -> None:
     """Give each loop-invariant line (``rows``: the report's rows by ``id`` of their
     LineStat) a ``loop-invariant`` cause: its time less one run per entry of its loop, where
-    that is at least ``min_seconds``; first in the line's ledger."""
+    that is at least ``min_seconds``; first in the line's ledger. A line with loop-invariant
+    parts (:func:`invariant_parts`): their time, measured, on the runs beyond one per entry
+    (``part``: True)."""
     by_key = {s.statement.key: s for s in stats}
     for stat in stats:
         row = rows.get(id(stat))
-        name = hoistable(stat, stats, by_key) if row is not None else None
-        if name is None:
+        if row is None or stat.statement.loop is None:
             continue
-        loop = by_key[(stat.statement.filename, stat.statement.loop)]
+        loop = by_key.get((stat.statement.filename, stat.statement.loop))
+        if loop is None:
+            continue
         entries = max(1, loop.hits - stat.hits)  # a loop's header runs once more per entry
-        seconds = row["time_s"] * (1.0 - entries / stat.hits)
+        name = hoistable(stat, stats, by_key)
+        part = name is None
+        if name is not None:
+            seconds = row["time_s"] * (1.0 - entries / stat.hits)
+        else:
+            try:  # one line's failure never loses the report
+                parts = invariant_parts(stat, stats, by_key)
+                if not parts or row["time_s"] < min_seconds:
+                    continue
+                per_run = _parts_seconds(stat, parts, min_time)
+            except Exception:
+                continue
+            if per_run is None:
+                continue
+            # at most the line's own time a run, in the program
+            seconds = min(per_run, row["time_s"] / stat.hits) * (stat.hits - entries)
+            name = "`, `".join(ast.unparse(p) for p in parts)
         if seconds < min_seconds:
             continue
         first_claim(row, {"kind": "loop-invariant", "seconds": seconds, "hits": stat.hits,
                           "entries": entries, "name": name, "loop": display(loop),
-                          "compared": stat.same_inputs + 1})
+                          "compared": stat.compared + 1, "part": part})

@@ -230,10 +230,11 @@ _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), np.generic)
 
 
 def input_sums(values: dict[str, object]) -> dict[str, object] | None:
-    """What a statement read, in a form two runs can be compared by: each array's shape,
-    dtype and CRC-32 of its bytes, each number or string as itself, a module by name; None
-    where anything else is read (an object, a function, a generator: their state is not seen)
-    or the arrays hold more than :data:`INVARIANT_BYTES`."""
+    """What a statement read, in a form two runs can be compared by, name by name: each
+    array's shape, dtype and CRC-32 of its bytes, each number or string as itself, a module by
+    name; anything else (an object, a function, a generator: their state is not seen) a new
+    object, never equal to another run's. None where the arrays hold more than
+    :data:`INVARIANT_BYTES`."""
     sums: dict[str, object] = {}
     total = 0
     for name, value in values.items():
@@ -248,8 +249,16 @@ def input_sums(values: dict[str, object]) -> dict[str, object] | None:
         elif isinstance(value, type(np)):
             sums[name] = value.__name__
         else:
-            return None
+            sums[name] = object()
     return sums
+
+
+def _equal_sums(a: object, b: object) -> bool:
+    """Whether two of :func:`input_sums`' entries are equal (a NaN never is)."""
+    try:
+        return bool(a == b)
+    except Exception:  # an entry whose comparison is not a truth value
+        return False
 
 
 def recaptured(hits: int) -> bool:
@@ -381,6 +390,10 @@ class LineStat(Counts):
     #: of its runs captured again (2nd, 4th, 8th...), how many read the same inputs as its
     #: first (-1: one did not)
     same_inputs: int = 0
+    #: how many of those runs had their inputs compared, name by name
+    compared: int = 0
+    #: the names whose value differed from the first run's at one of them
+    varying: set = field(default_factory=set)
 
 
 class HookCosts(NamedTuple):
@@ -683,15 +696,27 @@ class Recorder:
     @staticmethod
     def _compare_inputs(stat: LineStat, values: dict) -> None:
         """At a statement's first run in a loop, its inputs' sums; at each run captured
-        again, whether they are the same (the same inputs, the same value: loop-invariant)."""
-        if not stat.statement.loop or stat.same_inputs < 0:
+        again, which of them differ (the same inputs, the same value: loop-invariant, the
+        whole statement or a part reading only the same ones)."""
+        if not stat.statement.loop or (stat.hits > 1 and stat.input_sums is None):
             return
         try:  # in the program's own run: nothing here may raise into it
             if stat.hits == 1:
                 stat.input_sums = input_sums(values)
-            elif stat.input_sums is not None:
-                same = input_sums(values) == stat.input_sums
-                stat.same_inputs = stat.same_inputs + 1 if same else -1
+                return
+            now = input_sums(values)
+            if now is None:
+                stat.input_sums, stat.same_inputs = None, -1
+                return
+            first = stat.input_sums
+            changed = {n for n in first.keys() | now.keys()
+                       if n not in first or n not in now or not _equal_sums(first[n], now[n])}
+            stat.varying |= changed
+            stat.compared += 1
+            if stat.same_inputs >= 0:
+                stat.same_inputs = -1 if changed else stat.same_inputs + 1
+            if stat.varying >= first.keys():  # nothing left that could be the same
+                stat.input_sums = None
         except Exception:  # an array NumPy cannot lay out contiguously, a comparison failing
             stat.input_sums, stat.same_inputs = None, -1
 

@@ -117,8 +117,10 @@ def cause_evidence(cause: dict) -> str:
                 f"{per}: {_ms(cause['seconds'])} went to reading and writing one element per "
                 "cache line" + (" from memory" if cause.get("cold") else ""))
     if kind == "loop-invariant":
-        return (f"it read the same values on the {cause['compared']} of its {cause['hits']} "
-                "runs compared (its first, 2nd, 4th, 8th...): it computes the same "
+        what = (f"what `{cause['name']}` reads was the same" if cause.get("part")
+                else "it read the same values")
+        return (f"{what} on the {cause['compared']} of its {cause['hits']} runs "
+                "compared (its first, 2nd, 4th, 8th...): it computes the same "
                 f"`{cause['name']}` on each run of the loop at {cause['loop']}, "
                 f"{cause['entries']} time(s) would do")
     if kind == "group-by-masks":
