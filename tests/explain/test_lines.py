@@ -36,6 +36,7 @@ def _node(code):
     ("np.argsort(d)[:k]", "d", "k", None),
     ("X.argsort(axis=-1)[:, :, :n + 1]", "X", "n + 1", "-1"),
     ("np.argsort(-scores, axis=1)[:, :10]", "-scores", "10", "1"),
+    ("np.argsort(counts, kind='stable')[::-1][:5]", "counts", "5", None),
 ])
 def test_the_first_k_of_a_sort_are_found(code, a, k, axis):
     found = _top_k(_node(code))
@@ -47,8 +48,8 @@ def test_the_first_k_of_a_sort_are_found(code, a, k, axis):
 @pytest.mark.parametrize("code", [
     "np.argsort(D)[:, 2:7]",  # not the first k
     "np.argsort(D)[:7, :]",  # the first rows, not the first k of each
-    "np.argsort(D, kind='stable')[:, :7]",  # another sort
-    "np.argsort(D)[::-1][:5]",
+    "np.argsort(D, order='f')[:, :7]",  # a record's fields
+    "np.argsort(D)[::-1][2:5]",
     "np.sort(D)[:, :7]",
     "np.argsort(D)[:, -7:]",
 ])

@@ -779,6 +779,19 @@ def test_the_first_k_of_a_whole_sort_get_a_partition(tmp_path, roof):
     assert line["rewrite"]["values"] == "same values" and line["rewrite"]["speedup"] > 1.5
 
 
+def test_the_largest_k_of_a_whole_sort_reversed_get_a_partition(tmp_path, roof):
+    # the five most frequent of 400,000 counts: a sort reversed, then its first five
+    rewrite = _line_rewrite(tmp_path, roof, """\
+        import numpy as np
+        counts = np.random.default_rng(0).integers(0, 1_000_000, 400_000)
+        for _ in range(3):
+            top = np.argsort(counts, kind="stable")[::-1][:5]
+        """, 4)
+    assert rewrite["code"] == ("part = np.argpartition(counts, -5)[-5:]\n"
+                               "top = part[np.argsort(counts[part])[::-1]]")
+    assert rewrite["speedup"] > 2
+
+
 def test_the_last_of_a_whole_sort_gets_argmax_and_the_first_of_a_sort_min(tmp_path, roof):
     # each row sorted for its last index, each column for its smallest value: one pass each
     path = _program(tmp_path, """\

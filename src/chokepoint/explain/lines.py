@@ -134,13 +134,26 @@ def _summed(node: ast.expr) -> ast.expr | None:
     return summed if all(isinstance(n, _COUNTED) for n in ast.walk(summed)) else None
 
 
+def _reversed(node: ast.expr) -> ast.expr | None:
+    """``x`` of ``x[::-1]``, else None."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) \
+            and node.slice.lower is None and node.slice.upper is None \
+            and _end(node.slice.step) == -1:
+        return node.value
+    return None
+
+
 def _top_k(node: ast.expr) -> tuple[ast.expr, ast.expr, ast.expr | None] | None:
     """``(a, k, axis)`` of ``np.argsort(a, axis=axis)[:, :k]`` or ``a.argsort()[:k]`` (every
     leading axis whole; the caller checks that the axis is the last): the indices of the ``k``
-    smallest along it. ``axis`` None where not written."""
-    if not isinstance(node, ast.Subscript) or not isinstance(node.value, ast.Call):
+    smallest along it; or of ``np.argsort(a)[::-1][:k]``, the ``k`` largest, largest first
+    (the caller checks that ``a`` is 1-D). ``axis`` None where not written."""
+    if not isinstance(node, ast.Subscript):
         return None
-    call = node.value
+    call = _reversed(node.value)
+    call = node.value if call is None else call
+    if not isinstance(call, ast.Call):
+        return None
     if _is_np(call.func, "argsort") and len(call.args) == 1:
         a = call.args[0]
     elif isinstance(call.func, ast.Attribute) and call.func.attr == "argsort" and not call.args \
@@ -148,8 +161,8 @@ def _top_k(node: ast.expr) -> tuple[ast.expr, ast.expr, ast.expr | None] | None:
         a = call.func.value
     else:
         return None
-    if any(kw.arg != "axis" for kw in call.keywords):
-        return None  # a kind= or order=: another sort
+    if any(kw.arg not in ("axis", "kind") for kw in call.keywords):
+        return None  # an order=: a record's fields (kind= orders equal values only)
     parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
     whole = all(isinstance(p, ast.Slice) and p.lower is None and p.upper is None
                 and p.step is None for p in parts[:-1])
@@ -157,7 +170,7 @@ def _top_k(node: ast.expr) -> tuple[ast.expr, ast.expr, ast.expr | None] | None:
     if not (whole and isinstance(last, ast.Slice) and last.lower is None
             and last.upper is not None and last.step is None):
         return None
-    return a, last.upper, next((kw.value for kw in call.keywords), None)
+    return a, last.upper, next((kw.value for kw in call.keywords if kw.arg == "axis"), None)
 
 
 #: what replaces the first or last entry of a sort: (sort, which end) -> NumPy's function
@@ -858,9 +871,15 @@ def _check_top(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | No
     a_code, k_code = ast.unparse(a_node), ast.unparse(k_node)
     kth = (str(k - 1) if isinstance(k_node, ast.Constant) else f"{k_code} - 1"
            if isinstance(k_node, ast.Name) else f"({k_code}) - 1")
-    first = f"{name} = np.argpartition({a_code}, {kth}, axis=-1)[..., :{k_code}]"
-    ordered = (f"np.take_along_axis({name}, np.argsort(np.take_along_axis({a_code}, "
-               f"{name}, axis=-1), axis=-1), axis=-1)")
+    if _reversed(p.top.value) is None:
+        first = f"{name} = np.argpartition({a_code}, {kth}, axis=-1)[..., :{k_code}]"
+        ordered = (f"np.take_along_axis({name}, np.argsort(np.take_along_axis({a_code}, "
+                   f"{name}, axis=-1), axis=-1), axis=-1)")
+    else:  # the k largest, largest first
+        minus_k = "-" + (k_code if isinstance(k_node, (ast.Name, ast.Constant))
+                         else f"({k_code})")
+        first = f"{name} = np.argpartition({a_code}, {minus_k})[{minus_k}:]"
+        ordered = f"{name}[np.argsort({a_code}[{name}])[::-1]]"
 
     def agree(ours, theirs) -> str | None:
         if not (isinstance(ours, np.ndarray) and isinstance(theirs, np.ndarray)
