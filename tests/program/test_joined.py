@@ -4,6 +4,7 @@ import ast
 import textwrap
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from chokepoint.program.joined import assigned_name, producer_of
@@ -83,12 +84,14 @@ def test_a_sort_call_and_its_axis():
     def parse(code):
         return ast.parse(code, mode="eval").body
 
-    kind, a, axis = sort_call(parse("np.argsort(s, axis=0)"))
-    assert kind == "argsort" and ast.unparse(a) == "s" and ast.unparse(axis) == "0"
-    kind, a, axis = sort_call(parse("np.sort(x[1:])"))
-    assert kind == "sort" and ast.unparse(a) == "x[1:]" and axis is None
-    kind, a, axis = sort_call(parse("x.argsort(1)"))
-    assert kind == "argsort" and ast.unparse(axis) == "1"
+    sort = sort_call(parse("np.argsort(s, axis=0)"))
+    assert sort.kind == "argsort" and ast.unparse(sort.a) == "s"
+    assert ast.unparse(sort.axis) == "0" and not sort.stable
+    sort = sort_call(parse("np.sort(x[1:], kind='stable')"))
+    assert sort.kind == "sort" and ast.unparse(sort.a) == "x[1:]" and sort.axis is None
+    assert sort.stable
+    sort = sort_call(parse("x.argsort(1)"))
+    assert sort.kind == "argsort" and ast.unparse(sort.axis) == "1"
     assert sort_call(parse("x.sort()")) is None  # in place: returns None
     assert sort_call(parse("np.sort(r, order='f')")) is None  # a record's fields
     assert sort_call(parse("np.argmax(s)")) is None
@@ -122,6 +125,37 @@ def test_the_statement_after_in_the_same_block_that_ran_as_often(stats):
     assert consumer_of(stats.values(), stats[13]) is None
 
 
+def test_the_extreme_keeps_the_axis_as_written():
+    from chokepoint.explain.lines import extreme_code, sort_call
+
+    def code(text, end, ndim):
+        return extreme_code(sort_call(ast.parse(text, mode="eval").body), end, ndim)
+
+    assert code("np.argsort(D, axis=-1)", -1, 2) == "np.argmax(D, axis=-1)"
+    assert code("np.sort(D)", 0, 3) == "np.min(D, axis=-1)"  # the default, written out
+    assert code("np.argsort(d)", 0, 1) == "np.argmin(d)"
+    assert code("d.argsort(0)", -1, 1) == "np.argmax(d, axis=0)"
+
+
+def test_equal_values_of_a_stable_sort_and_nan_are_not_passed_over():
+    from chokepoint.explain.lines import extreme_agreement, sort_call
+
+    def sort(text):
+        return sort_call(ast.parse(text, mode="eval").body)
+
+    a = np.array([3.0, 7.0, 1.0, 7.0])
+    # the last of the largest after a stable sort, the first by argmax: the same value
+    assert extreme_agreement(sort("np.argsort(a)"), -1, a, 0, np.argmax(a),
+                             np.argsort(a, kind="stable")[-1])[0] == \
+        "the same values at the indices"
+    assert extreme_agreement(sort("np.argsort(a, kind='stable')"), -1, a, 0, np.argmax(a),
+                             np.argsort(a, kind="stable")[-1]) is None
+    values, note = extreme_agreement(sort("np.sort(a)"), 0, a, 0, np.min(a), np.sort(a)[0])
+    assert values == "same values" and "NaN" in note
+    b = np.array([3.0, np.nan, 1.0])
+    assert extreme_agreement(sort("np.sort(b)"), 0, b, 0, np.min(b), np.sort(b)[0]) is None
+
+
 def test_a_next_line_that_changes_what_the_sort_reads_is_not_joined(tmp_path):
     from chokepoint.program.joined import _changes_what_it_reads
 
@@ -133,3 +167,14 @@ def test_a_next_line_that_changes_what_the_sort_reads_is_not_joined(tmp_path):
     assert _changes_what_it_reads(stat("scores = scores[order[-1]]"), made)
     assert _changes_what_it_reads(stat("scores[0] += order[-1]"), made)
     assert _changes_what_it_reads(stat("rows.shape = order[-1].shape"), made)
+    assert _changes_what_it_reads(stat("best = (scores.sort(axis=0), order[-1])[1]"), made)
+    assert _changes_what_it_reads(stat("best = np.add(order[-1], 1, out=rows)"), made)
+
+
+def test_a_sorted_name_declared_global_is_read_elsewhere():
+    from chokepoint.program.joined import _declared_outside
+
+    tree = ast.parse("def step(s):\n    global order\n    order = np.argsort(s)\n"
+                     "    return order[-1]\n")
+    assert _declared_outside(tree.body[0], "order")
+    assert not _declared_outside(tree.body[0], "best")

@@ -46,6 +46,7 @@ import operator
 import string
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -54,8 +55,8 @@ from ..kernels.adaptive import settle
 from ..measure.timer import measure_interleaved
 from .rewrite import CLOSE_ULP, FASTER, find_rewrite, max_ulp
 
-__all__ = ["EXTREMES", "LineCapture", "capture", "extreme_selection", "line_rewrites",
-           "python_alike", "same_extreme", "sort_call"]
+__all__ = ["EXTREMES", "LineCapture", "Sort", "capture", "extreme_agreement", "extreme_code",
+           "extreme_selection", "line_rewrites", "python_alike", "same_extreme", "sort_call"]
 
 
 @dataclass
@@ -178,10 +179,24 @@ EXTREMES = {("argsort", 0): "argmin", ("argsort", -1): "argmax",
              ("sort", 0): "min", ("sort", -1): "max"}
 
 
-def sort_call(node: ast.expr) -> tuple[str, ast.expr, ast.expr | None] | None:
-    """``(kind, a, axis)`` of ``np.argsort(a, axis)``, ``np.sort(a, axis)`` or
-    ``a.argsort(axis)`` (``axis`` None where not written: the last); None for anything else,
-    or a sort with other arguments (``order=``)."""
+class Sort(NamedTuple):
+    """A sort call's parts (:func:`sort_call`)."""
+
+    kind: str  # "argsort" or "sort"
+    a: ast.expr
+    axis: ast.expr | None  # None where not written: the last
+    stable: bool  # kind="stable" (or "mergesort"): an order of equal values asked for
+
+
+def _is_stable(call: ast.Call) -> bool:
+    """Whether a sort call asks for a stable sort (equal values in their order)."""
+    return any(kw.arg == "kind" and isinstance(kw.value, ast.Constant)
+               and kw.value.value in ("stable", "mergesort") for kw in call.keywords)
+
+
+def sort_call(node: ast.expr) -> Sort | None:
+    """The parts of ``np.argsort(a, axis)``, ``np.sort(a, axis)`` or ``a.argsort(axis)``; None
+    for anything else, or a sort with other arguments (``order=``)."""
     if not isinstance(node, ast.Call):
         return None
     func = node.func
@@ -198,7 +213,33 @@ def sort_call(node: ast.expr) -> tuple[str, ast.expr, ast.expr | None] | None:
     keywords = {kw.arg: kw.value for kw in node.keywords}
     if len(rest) > 1 or set(keywords) - {"axis", "kind"} or (rest and "axis" in keywords):
         return None
-    return func.attr, a, rest[0] if rest else keywords.get("axis")
+    return Sort(func.attr, a, rest[0] if rest else keywords.get("axis"), _is_stable(node))
+
+
+def extreme_code(sort: Sort, end: int, ndim: int) -> str:
+    """``np.argmax(a, axis=...)`` (or argmin, max, min) for ``sort``'s ``end`` entry, its
+    axis as the user wrote it (the same code serves arrays of other dimensions)."""
+    axis = (ast.unparse(sort.axis) if sort.axis is not None else None if ndim == 1 else "-1")
+    return (f"np.{EXTREMES[sort.kind, end]}({ast.unparse(sort.a)}"
+            f"{'' if axis is None else f', axis={axis}'})")
+
+
+def extreme_agreement(sort: Sort, end: int, a: np.ndarray, axis: int, ours, theirs
+                      ) -> tuple[str, str] | None:
+    """``(values, note)``: how an extreme found in one pass agrees with the sort's entry
+    (:func:`same_extreme`); None where it does not, or where its indices differ among equal
+    values and the sort was stable (the user asked for that order)."""
+    if not same_extreme(sort.kind, a, axis, ours, theirs):
+        return None
+    same = bool(np.array_equal(ours, theirs))
+    if not same and sort.stable:
+        return None
+    notes = [] if same else ["where values are equal, which of their indices is taken may "
+                             "differ"]
+    if end == 0 and a.dtype.kind in "fc":
+        notes.append(f"at NaN they differ: a sort puts NaN last, np.{EXTREMES[sort.kind, 0]} "
+                     "takes it first")
+    return ("same values" if same else "the same values at the indices"), "; ".join(notes)
 
 
 def _end(node: ast.expr) -> int | None:
@@ -595,7 +636,7 @@ def _patterns(tree: ast.AST) -> list[_Pattern]:
         elif isinstance(node, ast.Subscript) and (sort := sort_call(node.value)) is not None \
                 and extreme_selection(node, _written_ndim(node)) is not None:
             # a whole sort for its first or last entry: one pass finds it
-            operands = {"a": sort[1]} | ({"axis": sort[2]} if sort[2] is not None else {})
+            operands = {"a": sort.a} | ({"axis": sort.axis} if sort.axis is not None else {})
             found.append(_Pattern("extreme", operands, original=ast.unparse(node),
                                   extreme=node))
         elif _contraction(node) is not None:
@@ -881,14 +922,19 @@ def _check_top(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | No
         first = f"{name} = np.argpartition({a_code}, {minus_k})[{minus_k}:]"
         ordered = f"{name}[np.argsort({a_code}[{name}])[::-1]]"
 
+    call = _reversed(p.top.value)
+    stable = _is_stable(p.top.value if call is None else call)
+
     def agree(ours, theirs) -> str | None:
         if not (isinstance(ours, np.ndarray) and isinstance(theirs, np.ndarray)
                 and ours.shape == theirs.shape and np.array_equal(
                     np.take_along_axis(a, ours, -1), np.take_along_axis(a, theirs, -1),
                     equal_nan=a.dtype.kind in "fc")):
             return None
-        return ("same values" if np.array_equal(ours, theirs) else
-                "the same values at the indices, in the same order")
+        if np.array_equal(ours, theirs):
+            return "same values"
+        # a stable sort: the user asked for one order of equal values
+        return None if stable else "the same values at the indices, in the same order"
 
     found = _measured_rewrite(capture_, p, line, target, first, ordered, agree, min_time)
     if found is not None and found["values"] != "same values":
@@ -899,17 +945,17 @@ def _check_top(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | No
 def _check_extreme(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
     """``np.argsort(a, axis)[-1]`` (the first or last entry along the sorted axis) against
     ``np.argmax(a, axis)`` (``np.argmin``; ``np.max``/``np.min`` of ``np.sort``): the same
-    values of ``a`` at the indices."""
-    kind, a_node, axis_node = sort_call(p.extreme.value)
-    if not _plain(a_node) or (axis_node is not None and not _plain(axis_node)):
+    values of ``a`` at the indices (:func:`extreme_agreement`)."""
+    sort = sort_call(p.extreme.value)
+    if not _plain(sort.a) or (sort.axis is not None and not _plain(sort.axis)):
         return None  # a is evaluated again to check the values: only plain expressions
     found = _line_target(capture_, p)
     if found is None:
         return None
     line, target = found
     try:
-        a = eval(_compiled(a_node), dict(capture_.env))
-        axis = -1 if axis_node is None else eval(_compiled(axis_node), dict(capture_.env))
+        a = eval(_compiled(sort.a), dict(capture_.env))
+        axis = -1 if sort.axis is None else eval(_compiled(sort.axis), dict(capture_.env))
     except Exception:  # the user's code cannot be re-run here: skip it
         return None
     if type(a) is not np.ndarray or a.ndim == 0 or not isinstance(axis, (int, np.integer)) \
@@ -919,18 +965,19 @@ def _check_extreme(capture_: LineCapture, p: _Pattern, min_time: float) -> dict 
     picked = extreme_selection(p.extreme, a.ndim)
     if picked is None or picked[0] != axis:
         return None
-    replacement = (f"np.{EXTREMES[kind, picked[1]]}({ast.unparse(a_node)}"
-                   f"{'' if a.ndim == 1 else f', axis={axis}'})")
+    notes = []
 
     def agree(ours, theirs) -> str | None:
-        if not same_extreme(kind, a, axis, ours, theirs):
+        agreed = extreme_agreement(sort, picked[1], a, axis, ours, theirs)
+        if agreed is None:
             return None
-        return ("same values" if np.array_equal(ours, theirs) else
-                "the same values at the indices")
+        notes.append(agreed[1])
+        return agreed[0]
 
-    found = _measured_rewrite(capture_, p, line, target, "", replacement, agree, min_time)
-    if found is not None and found["values"] != "same values":
-        found["note"] = "where values are equal, which of their indices is taken may differ"
+    found = _measured_rewrite(capture_, p, line, target, "",
+                              extreme_code(sort, picked[1], a.ndim), agree, min_time)
+    if found is not None:
+        found["note"] = notes[-1]
     return found
 
 

@@ -21,6 +21,7 @@ the loop are the cause's time.
 from __future__ import annotations
 
 import ast
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -50,8 +51,8 @@ def hoistable(stat: LineStat, stats: list[LineStat], by_key: dict) -> str | None
     """The name ``stat`` binds where it is loop-invariant (see the module's notes), else
     None."""
     st = stat.statement
-    if (st.loop is None or stat.mutates or stat.capture is None or stat.same_inputs <= 0
-            or stat.same_inputs != compared_runs(stat.hits)):
+    if (st.loop is None or stat.mutates or stat.capture is None or stat.varying
+            or stat.compared <= 0 or stat.compared != compared_runs(stat.hits)):
         return None
     try:
         tree = ast.parse(st.code)
@@ -128,32 +129,53 @@ def invariant_parts(stat: LineStat, stats: list[LineStat], by_key: dict) -> list
     return found
 
 
-def _parts_seconds(stat: LineStat, parts: list[ast.expr], min_time: float) -> float | None:
+#: a part timed once this long or longer is not timed again (a decomposition of a large matrix
+#: is seconds; the run's probing budget is not spent on it)
+SLOW_PART_S = 0.02
+_NOTHING = compile("None", "<nothing>", "eval")
+
+
+def _seconds(fn: Callable[[], object]) -> float:
+    """The best time of ``fn``: one call where it took :data:`SLOW_PART_S` or more, else the
+    best of a few rounds of enough calls to be timed."""
+    start = time.perf_counter()
+    fn()
+    once = time.perf_counter() - start
+    if once >= SLOW_PART_S:
+        return once
+    return measure(fn, min_time=0.002, repeats=5, warmup=False).min
+
+
+def _parts_seconds(stat: LineStat, parts: list[ast.expr], deadline: float) -> float | None:
     """Seconds a run of ``stat`` spends on ``parts``, each timed alone on its captured
-    values; None where one cannot be run there."""
+    values, less what evaluating an expression costs here (a scalar's ``w[0]`` is 55 ns
+    inline and 180 ns through ``eval``); None where one cannot be run there, or past
+    ``deadline``."""
     try:
         namespace = prepare(stat).namespace()
     except ReplayError:
         return None
+    baseline = _seconds(lambda: eval(_NOTHING, namespace))
     total = 0.0
     for part in parts:
+        if time.perf_counter() > deadline:
+            return None
         code = compile(ast.Expression(part), "<part>", "eval")
         try:
             with np.errstate(all="ignore"):
-                total += measure(lambda code=code: eval(code, namespace), min_time=min_time,
-                                 repeats=5).median
+                total += max(0.0, _seconds(lambda code=code: eval(code, namespace)) - baseline)
         except Exception:  # the part does not run on its own: no cause
             return None
     return total
 
 
 def attach(rows: dict[int, dict], stats: list[LineStat], display: Callable[[LineStat], str],
-           min_seconds: float, min_time: float = 0.005) -> None:
+           min_seconds: float, deadline: float = float("inf")) -> None:
     """Give each loop-invariant line (``rows``: the report's rows by ``id`` of their
     LineStat) a ``loop-invariant`` cause: its time less one run per entry of its loop, where
     that is at least ``min_seconds``; first in the line's ledger. A line with loop-invariant
     parts (:func:`invariant_parts`): their time, measured, on the runs beyond one per entry
-    (``part``: True)."""
+    (``part``: True); parts are not timed after ``deadline``."""
     by_key = {s.statement.key: s for s in stats}
     for stat in stats:
         row = rows.get(id(stat))
@@ -172,7 +194,7 @@ def attach(rows: dict[int, dict], stats: list[LineStat], display: Callable[[Line
                 parts = invariant_parts(stat, stats, by_key)
                 if not parts or row["time_s"] < min_seconds:
                     continue
-                per_run = _parts_seconds(stat, parts, min_time)
+                per_run = _parts_seconds(stat, parts, deadline)
             except Exception:
                 continue
             if per_run is None:

@@ -22,8 +22,9 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..explain.distances import find_distances
-from ..explain.lines import EXTREMES, extreme_selection, same_extreme, sort_call
+from ..explain.lines import extreme_agreement, extreme_code, extreme_selection, sort_call
 from ..measure.timer import measure_interleaved
+from .groups import stores
 from .record import LineStat
 from .replay import ReplayError, prepare
 
@@ -190,53 +191,46 @@ def extreme_uses(scope: ast.AST, name: str, lines: tuple[int, int], ndim: int, a
 
 
 def _changes_what_it_reads(consumer: LineStat, made: ast.expr) -> bool:
-    """Whether ``consumer`` binds or writes into a name the expression ``made`` reads: run
-    again and again to be timed, the pair would then sort other values each time."""
-    try:
-        tree = ast.parse(consumer.statement.code)
-    except SyntaxError:
-        return True
+    """Whether ``consumer`` may change a name the expression ``made`` reads: binds it, writes
+    into it or hands it to a call (:func:`.groups.stores`: ``s.sort()``, ``out=s``). Its
+    entry would then no longer be the extreme of what it reads, and, run again and again to
+    be timed, the pair would sort other values each time."""
     read = {n.id for n in ast.walk(made) if isinstance(n, ast.Name)}
-    written = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            written.add(node.id)
-        elif isinstance(node, (ast.Subscript, ast.Attribute)) \
-                and not isinstance(node.ctx, ast.Load):
-            base = node.value
-            while isinstance(base, (ast.Subscript, ast.Attribute)):
-                base = base.value
-            if isinstance(base, ast.Name):
-                written.add(base.id)
-    return bool(read & written)
+    return any(stores(consumer.statement.code, n) for n in read)
+
+
+def _declared_outside(scope: ast.AST, name: str) -> bool:
+    """Whether ``scope`` declares ``name`` global or nonlocal (read elsewhere, unseen)."""
+    return any(isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names
+               for node in ast.walk(scope))
 
 
 def sorted_extreme(line: LineStat, consumer: LineStat, min_time: float,
                    include: tuple[str, ...] = ()) -> dict | None:
     """``name = <a sort of a>`` on ``line``, every read of ``name`` in ``consumer`` (the next
-    statement) its first or last entry along the sorted axis, and none elsewhere: the
-    consumer with those reads as ``np.argmax``/``np.argmin`` (``np.max``/``np.min`` of a
-    sort) of ``a``, checked on the captured values (the same values of ``a`` at the indices)
-    and timed against the two lines as written, side by side; the rewrite (a dict as
-    :func:`joined_distances` gives) when it measured faster, else None."""
+    statement) its first or last entry along the sorted axis, and none elsewhere (nor
+    ``name`` global): the consumer with those reads as ``np.argmax``/``np.argmin``
+    (``np.max``/``np.min`` of a sort) of ``a``, checked on the captured values
+    (:func:`~chokepoint.explain.lines.extreme_agreement`) and timed against the two lines
+    as written, side by side: the rewrite, a dict as :func:`joined_distances` gives (the
+    caller proposes it where it measured faster); else None."""
     name = assigned_name(line)
     found = _scope_and_neighbours(line.statement.filename, line.statement.line)
-    if name is None or found is None or found[2] is None:
+    if name is None or found is None or found[2] is None or _declared_outside(found[0], name):
         return None
     made = ast.parse(line.statement.code).body[0].value
     sort = sort_call(made)
     if sort is None or _changes_what_it_reads(consumer, made):
         return None
-    kind, a_node, axis_node = sort
     try:
         replay, after = prepare(line, include), prepare(consumer, include)
     except ReplayError:
         return None
     ns = {**after.namespace(), **replay.namespace()}
     try:
-        a = eval(compile(ast.Expression(a_node), "<sorted>", "eval"), dict(ns))
-        axis = (-1 if axis_node is None
-                else eval(compile(ast.Expression(axis_node), "<axis>", "eval"), dict(ns)))
+        a = eval(compile(ast.Expression(sort.a), "<sorted>", "eval"), dict(ns))
+        axis = (-1 if sort.axis is None
+                else eval(compile(ast.Expression(sort.axis), "<axis>", "eval"), dict(ns)))
     except Exception:
         return None
     if type(a) is not np.ndarray or a.ndim == 0 or not isinstance(axis, (int, np.integer)) \
@@ -249,10 +243,7 @@ def sorted_extreme(line: LineStat, consumer: LineStat, min_time: float,
     if uses is None or not all(consumer_lines[0] <= u.lineno <= consumer_lines[1]
                                for u, _ in uses):
         return None
-    axis_code = "" if a.ndim == 1 else f", axis={axis}"
-    a_code = ast.unparse(a_node)
-    replaced = {ast.unparse(u): f"np.{EXTREMES[kind, end]}({a_code}{axis_code})"
-                for u, end in uses}
+    replaced = {ast.unparse(u): extreme_code(sort, end, a.ndim) for u, end in uses}
 
     class Replace(ast.NodeTransformer):
         def visit_Subscript(self, node):
@@ -275,7 +266,9 @@ def sorted_extreme(line: LineStat, consumer: LineStat, min_time: float,
                     for u, _ in uses]
     except Exception:
         return None
-    if not all(same_extreme(kind, a, axis, o, t) for o, t in zip(ours, theirs, strict=True)):
+    agreed = [extreme_agreement(sort, end, a, axis, o, t)
+              for (_, end), o, t in zip(uses, ours, theirs, strict=True)]
+    if None in agreed:
         return None
     first_ns, second_ns = dict(ns), dict(ns)
 
@@ -288,11 +281,10 @@ def sorted_extreme(line: LineStat, consumer: LineStat, min_time: float,
     with np.errstate(all="ignore"):
         before, after_m = measure_interleaved([as_written, rewrite], min_time=min_time,
                                               repeats=REPEATS)
-    same = all(np.array_equal(o, t) for o, t in zip(ours, theirs, strict=True))
+    values = ("same values" if all(v == "same values" for v, _ in agreed)
+              else "the same values at the indices")
     return {"statement": rewritten, "speedup": before.median / after_m.median,
-            "measured_s": after_m.median, "lines_s": before.median,
-            "values": "same values" if same else "the same values at the indices",
-            "note": "" if same else "where values are equal, which of their indices is "
-                                    "taken may differ",
+            "measured_s": after_m.median, "lines_s": before.median, "values": values,
+            "note": "; ".join(dict.fromkeys(n for _, n in agreed if n)),
             "joins": {"lines": [line.statement.line, consumer.statement.line],
                       "name": name, "lines_s": before.median}}

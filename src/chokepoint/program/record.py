@@ -227,14 +227,17 @@ def fingerprint(value: np.ndarray) -> np.ndarray:
 #: runs: :func:`input_sums`; 4 ms a pass over 16 MB)
 INVARIANT_BYTES = 16 * 2**20
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), np.generic)
+#: modules whose attributes a program reads but does not change (functions, constants)
+CONSTANT_MODULES = frozenset({"numpy", "math", "cmath", "numpy.linalg", "numpy.fft"})
 
 
 def input_sums(values: dict[str, object]) -> dict[str, object] | None:
     """What a statement read, in a form two runs can be compared by, name by name: each
     array's shape, dtype and CRC-32 of its bytes, each number or string as itself, a module by
-    name; anything else (an object, a function, a generator: their state is not seen) a new
-    object, never equal to another run's. None where the arrays hold more than
-    :data:`INVARIANT_BYTES`."""
+    name where it is NumPy's or ``math`` (:data:`CONSTANT_MODULES`; another module's arrays
+    can change, ``params.W += g``); anything else (an object, a function, a generator, such a
+    module: their state is not seen) a new object, never equal to another run's. None where
+    the arrays hold more than :data:`INVARIANT_BYTES`."""
     sums: dict[str, object] = {}
     total = 0
     for name, value in values.items():
@@ -246,7 +249,7 @@ def input_sums(values: dict[str, object]) -> dict[str, object] | None:
             sums[name] = (value.shape, value.dtype.str, zlib.crc32(data))
         elif isinstance(value, _IMMUTABLE):
             sums[name] = value
-        elif isinstance(value, type(np)):
+        elif isinstance(value, type(np)) and value.__name__ in CONSTANT_MODULES:
             sums[name] = value.__name__
         else:
             sums[name] = object()
@@ -387,10 +390,8 @@ class LineStat(Counts):
     recorded_why: str = ""
     #: its first run's :func:`input_sums` (a statement in a loop; None: not comparable)
     input_sums: dict | None = None
-    #: of its runs captured again (2nd, 4th, 8th...), how many read the same inputs as its
-    #: first (-1: one did not)
-    same_inputs: int = 0
-    #: how many of those runs had their inputs compared, name by name
+    #: of its runs captured again (2nd, 4th, 8th...), how many had their inputs compared with
+    #: its first run's, name by name
     compared: int = 0
     #: the names whose value differed from the first run's at one of them
     varying: set = field(default_factory=set)
@@ -697,28 +698,27 @@ class Recorder:
     def _compare_inputs(stat: LineStat, values: dict) -> None:
         """At a statement's first run in a loop, its inputs' sums; at each run captured
         again, which of them differ (the same inputs, the same value: loop-invariant, the
-        whole statement or a part reading only the same ones)."""
+        whole statement or a part reading only the same ones). A name known to differ is not
+        summed again; once every name has, nothing is."""
         if not stat.statement.loop or (stat.hits > 1 and stat.input_sums is None):
             return
         try:  # in the program's own run: nothing here may raise into it
             if stat.hits == 1:
                 stat.input_sums = input_sums(values)
                 return
-            now = input_sums(values)
-            if now is None:
-                stat.input_sums, stat.same_inputs = None, -1
+            first, varying = stat.input_sums, stat.varying
+            now = input_sums({n: v for n, v in values.items() if n not in varying})
+            if now is None:  # more bytes than the first run's: not compared again
+                stat.input_sums = None
                 return
-            first = stat.input_sums
-            changed = {n for n in first.keys() | now.keys()
-                       if n not in first or n not in now or not _equal_sums(first[n], now[n])}
-            stat.varying |= changed
+            varying |= {n for n in first.keys() - varying
+                        if n not in now or not _equal_sums(first[n], now[n])}
+            varying |= now.keys() - first.keys()
             stat.compared += 1
-            if stat.same_inputs >= 0:
-                stat.same_inputs = -1 if changed else stat.same_inputs + 1
-            if stat.varying >= first.keys():  # nothing left that could be the same
+            if varying >= first.keys():  # nothing left that could be the same
                 stat.input_sums = None
         except Exception:  # an array NumPy cannot lay out contiguously, a comparison failing
-            stat.input_sums, stat.same_inputs = None, -1
+            stat.input_sums = None
 
     def _finish(self, top: list) -> None:
         """At the end of a statement's execution: its first execution's time and memory; did

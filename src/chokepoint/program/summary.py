@@ -364,7 +364,7 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
     by_stat = {id(row["_stat"]): row for row in rows}
     attach_groups(by_stat, stats, _source, min_seconds=0.01 * wall_s, deadline=deadline)
     # a line computing the same value on every run of its loop
-    attach_invariant(by_stat, stats, _source, min_seconds=0.01 * wall_s)
+    attach_invariant(by_stat, stats, _source, min_seconds=0.01 * wall_s, deadline=deadline)
     for row in rows:
         if any(c["kind"] in ("group-by-masks", "loop-invariant") for c in row["causes"]):
             top = row["causes"][0]
