@@ -780,10 +780,11 @@ def test_the_first_k_of_a_whole_sort_get_a_partition(tmp_path, roof):
 
 
 def test_the_largest_k_of_a_whole_sort_reversed_get_a_partition(tmp_path, roof):
-    # the five most frequent of 400,000 counts: a sort reversed, then its first five
+    # the five largest of 400,000 scores: a sort reversed, then its first five (distinct
+    # values: a stable sort's equal values would have to come in its order)
     rewrite = _line_rewrite(tmp_path, roof, """\
         import numpy as np
-        counts = np.random.default_rng(0).integers(0, 1_000_000, 400_000)
+        counts = np.random.default_rng(0).random(400_000)
         for _ in range(3):
             top = np.argsort(counts, kind="stable")[::-1][:5]
         """, 4)
