@@ -628,18 +628,27 @@ def test_a_broadcast_product_summed_along_an_axis_gets_einsum(tmp_path, roof):
     assert line["rewrite"]["speedup"] > 3
 
 
-def test_an_interpolation_of_12_bit_pixels_gets_a_lookup_table(tmp_path, roof):
+@pytest.mark.parametrize("made, q", [
     # a binary search per pixel of 262,144, for 4096 values: one per value, then indexed
     # (52x on an AMD EPYC)
-    rewrite = _line_rewrite(tmp_path, roof, """\
+    ("q = rng.integers(0, 4096, (512, 512)).astype(np.uint16)", "q"),
+    # an 8-bit image flattened in the call: flattened once, then indexed (11x by hand on an
+    # Intel Xeon); an interpolation's floor is unknown, so only the rewrite makes it
+    # recoverable
+    ("image = rng.integers(0, 256, (480, 640)).astype(np.uint8)", "image.flatten()"),
+])
+def test_an_interpolation_of_small_integers_gets_a_lookup_table(tmp_path, roof, made, q):
+    rewrite = _line_rewrite(tmp_path, roof, f"""\
         import numpy as np
-        q = np.random.default_rng(0).integers(0, 4096, (512, 512)).astype(np.uint16)
+        rng = np.random.default_rng(0)
+        {made}
         levels = np.arange(0, 4096, 3)
         cdf = np.sqrt(levels)
         for _ in range(3):
-            eq = np.interp(q, levels, cdf)
-        """, 6)
-    assert rewrite["code"] == (
+            eq = np.interp({q}, levels, cdf)
+        """, 7)
+    first = "" if q == "q" else f"q = {q}\n"
+    assert rewrite["code"] == first + (
         "eq = np.interp(np.arange(int(q.max()) + 1, dtype=q.dtype), levels, cdf)[q]")
     assert rewrite["values"] == "same values" and rewrite["speedup"] > 3
 
@@ -659,23 +668,6 @@ def test_a_broadcast_product_of_an_expression_summed_gets_einsum(tmp_path, roof)
     assert rewrite["code"] == (
         "acc = 0.5 * np.einsum('abc,ab->ac', diff, inv_d3 * mass[None, :], optimize=True)")
     assert rewrite["speedup"] > 1.5
-
-
-def test_an_interpolation_of_a_flattened_8_bit_image_gets_a_lookup_table(tmp_path, roof):
-    # the image flattened in the call: flattened once, then indexed (11x by hand on an
-    # Intel Xeon); an interpolation's floor is unknown, so only the rewrite makes it recoverable
-    rewrite = _line_rewrite(tmp_path, roof, """\
-        import numpy as np
-        image = np.random.default_rng(0).integers(0, 256, (480, 640)).astype(np.uint8)
-        levels = np.linspace(0, 255, 256)
-        cdf = np.sqrt(levels)
-        for _ in range(3):
-            eq = np.interp(image.flatten(), levels, cdf)
-        """, 6)
-    assert rewrite["code"] == (
-        "q = image.flatten()\n"
-        "eq = np.interp(np.arange(int(q.max()) + 1, dtype=q.dtype), levels, cdf)[q]")
-    assert rewrite["values"] == "same values" and rewrite["speedup"] > 3
 
 
 def test_an_integer_matrix_product_is_computed_in_float64(tmp_path, roof):

@@ -1161,6 +1161,23 @@ def _blocked_cause(expr: _statements.Statement, target: str | None, ns: dict, in
     return Cause("temporaries", saved * hits, numbers), rewrite
 
 
+def _with_line(stat: LineStat, other: LineStat, rewrite: Callable, settings: ProbeSettings,
+               notes: list[str], include: tuple[str, ...]) -> list[dict]:
+    """``rewrite(stat, other, min_time, include)``, a rewrite of the line with ``other`` (the
+    statement just before or after it), as a candidate capped at the two lines' time; none
+    where there is none, or it failed (``notes`` says so)."""
+    try:
+        found = rewrite(stat, other, settings.min_time, include)
+    except Exception as exc:  # the line's other measurements stand
+        notes.append(f"its rewrite with line {other.statement.line} could not be tried: "
+                     f"{type(exc).__name__}: {exc}")
+        return []
+    if found is None:
+        return []
+    found["cap_s"] = (stat.ns + other.ns) / 1e9
+    return [found]
+
+
 def _joined(stat: LineStat, producer: Callable[[str], LineStat | None], inputs: dict,
             result, settings: ProbeSettings, notes: list[str],
             include: tuple[str, ...]) -> list[dict]:
@@ -1173,16 +1190,7 @@ def _joined(stat: LineStat, producer: Callable[[str], LineStat | None], inputs: 
                              if v.ndim == 3 and v.dtype == result.dtype) if m is not None), None)
     if made is None:
         return []
-    try:
-        found = joined_distances(stat, made, settings.min_time, include)
-    except Exception as exc:  # the line's other measurements stand
-        notes.append(f"its rewrite with line {made.statement.line} could not be tried: "
-                     f"{type(exc).__name__}: {exc}")
-        return []
-    if found is None:
-        return []
-    found["cap_s"] = (stat.ns + made.ns) / 1e9
-    return [found]
+    return _with_line(stat, made, joined_distances, settings, notes, include)
 
 
 def _extreme(stat: LineStat, consumer: Callable[[], LineStat | None], settings: ProbeSettings,
@@ -1195,16 +1203,7 @@ def _extreme(stat: LineStat, consumer: Callable[[], LineStat | None], settings: 
     after = consumer()
     if after is None:
         return []
-    try:
-        found = sorted_extreme(stat, after, settings.min_time, include)
-    except Exception as exc:  # the line's other measurements stand
-        notes.append(f"its rewrite with line {after.statement.line} could not be tried: "
-                     f"{type(exc).__name__}: {exc}")
-        return []
-    if found is None:
-        return []
-    found["cap_s"] = (stat.ns + after.ns) / 1e9
-    return [found]
+    return _with_line(stat, after, sorted_extreme, settings, notes, include)
 
 
 def _rewrite(found: dict | None, in_lines: list[dict], replay_s: float, stat: LineStat,
