@@ -439,7 +439,10 @@ def test_an_operation_before_its_gather_is_proposed(monkeypatch):
 @pytest.mark.parametrize("code, found", [
     ("np.add.at(out, dst, messages)", ["out", "dst", "messages"]),
     ("np.add.at(deg, e[:, 1], w * 2)", ["deg", "e[:, 1]", "w * 2"]),
+    ("np.add.at(V, items.ravel(), -lr * gV.reshape(-1, k))",
+     ["V", "items.ravel()", "-lr * gV.reshape(-1, k)"]),  # views and copies only
     ("np.add.at(out, idx(), v)", None),  # a call: evaluated again by the check
+    ("np.add.at(out, i, v.reshape(n()))", None),
     ("np.add.at(self.out, i, v)", None),  # not a name: the rewrite's target must be one
     ("np.multiply.at(out, i, v)", None),
     ("np.add.reduceat(v, i)", None),
@@ -472,6 +475,22 @@ def test_a_scatter_add_gets_its_bincount_form_and_leaves_the_array_alone(monkeyp
     np.add.at(expected, dst, v)
     exec(found["statement"], {"np": np, "out": out, "dst": dst, "v": v})
     assert np.allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_a_scatter_add_of_an_expression_keeps_its_parentheses(monkeypatch):
+    # -lr * g.reshape(-1, 4): its ravel() applies to the whole product
+    _fake_timing(monkeypatch)
+    rng = np.random.default_rng(0)
+    env = {"V": rng.standard_normal((50, 4)), "items": rng.integers(0, 50, (100, 2)),
+           "g": rng.standard_normal((100, 2, 4)), "lr": 0.1}
+    code = "np.add.at(V, items.ravel(), -lr * g.reshape(-1, 4))"
+    kept = env["V"].copy()
+    found = _scatter(env, code)
+    assert found is not None and "weights=(-lr * g.reshape(-1, 4)).ravel()" in found["statement"]
+    expected = kept.copy()
+    np.add.at(expected, env["items"].ravel(), -0.1 * env["g"].reshape(-1, 4))
+    exec(found["statement"], {"np": np, **env})
+    assert np.allclose(env["V"], expected, rtol=1e-12, atol=1e-12)
 
 
 def test_a_scatter_adds_flat_positions_do_not_wrap_in_a_narrow_index_type(monkeypatch):

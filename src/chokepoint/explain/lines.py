@@ -474,12 +474,32 @@ def _scalar_power(node: ast.expr) -> tuple[float, ast.expr] | None:
 
 def _add_at(node: ast.expr) -> tuple[ast.Name, ast.expr, ast.expr] | None:
     """``(a, i, v)`` of ``np.add.at(a, i, v)``, ``a`` a name and ``i``, ``v`` without calls
-    (the check evaluates them again)."""
+    but views and copies (:func:`_reshaped_only`: the check evaluates them again)."""
     if not (isinstance(node, ast.Call) and _is_np_ufunc_at(node.func, "add")
             and len(node.args) == 3 and not node.keywords):
         return None
     a, i, v = node.args
-    return (a, i, v) if isinstance(a, ast.Name) and _plain(i) and _plain(v) else None
+    return (a, i, v) if isinstance(a, ast.Name) and _reshaped_only(i) and _reshaped_only(v) \
+        else None
+
+
+def _reshaped_only(node: ast.expr) -> bool:
+    """An expression whose only calls are the methods of :data:`_RESHAPING` with plain
+    arguments (``-lr * g.reshape(-1, k)``, ``items.ravel()``): evaluating it again computes
+    the same and changes nothing."""
+    return all(not isinstance(n, ast.Call) or (
+        isinstance(n.func, ast.Attribute) and n.func.attr in _RESHAPING
+        and all(_plain(a) for a in n.args) and all(_plain(k.value) for k in n.keywords))
+        for n in ast.walk(node)) and not any(
+        isinstance(n, (ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.Lambda))
+        for n in ast.walk(node))
+
+
+def _atom(node: ast.expr) -> str:
+    """``node``'s code, in parentheses where a method call on it would bind to a part."""
+    code = ast.unparse(node)
+    return code if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript, ast.Call)) \
+        else f"({code})"
 
 
 def _is_np_ufunc_at(node: ast.expr, ufunc: str) -> bool:
@@ -1253,7 +1273,8 @@ def _check_add_at(capture_: LineCapture, p: _Pattern, min_time: float) -> dict |
             and type(v) is np.ndarray and v.shape == i.shape + a.shape[1:]
             and v.dtype.kind in "fiub" and i.min() >= 0 and i.max() < a.shape[0]):
         return None
-    name, i_code, v_code = (ast.unparse(p.operands[k]) for k in ("a", "i", "v"))
+    name = ast.unparse(p.operands["a"])
+    i_code, v_code = (_atom(p.operands[k]) for k in ("i", "v"))
     if a.ndim == 1:
         sums = f"np.bincount({i_code}, weights={v_code}, minlength={name}.shape[0])"
     else:
