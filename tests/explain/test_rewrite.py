@@ -78,6 +78,9 @@ def test_slices_of_names_become_arguments_once_each():
         "(u_1 + u_2) * u_1", {"u_1": "u[2:, 1:-1]", "u_2": "u[:-2, 1:-1]"})
     assert lift_slices("np.sin(u[1:n - 1, 0])", ns) == ("np.sin(u_1)", {"u_1": "u[1:n - 1, 0]"})
     assert lift_slices("u + 1", ns) == ("u + 1", {})
+    # an element of an array is a NumPy scalar: an argument too; a Python list's is not
+    ns.update(w=np.arange(4.0), i=2, lst=[1.0, 2.0])
+    assert lift_slices("u * w[i] + lst[0]", ns) == ("u * w_0 + lst[0]", {"w_0": "w[i]"})
     assert lift_slices("u[2:, 1:-1] + missing[1:]", ns) == (
         "u_1 + missing[1:]", {"u_1": "u[2:, 1:-1]"})  # not evaluable: left as written
 

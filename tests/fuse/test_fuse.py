@@ -77,6 +77,21 @@ def test_type_promotion_nep50(x, y):
     _same(f(x=x, y=y), x * y + x)
 
 
+@pytest.mark.parametrize("s", [np.float64(0.25), np.float32(0.25), np.int16(3), np.bool_(True)])
+def test_a_numpy_scalar_argument_beside_arrays_is_a_scalar_operand(s):
+    # the flat path takes it (a 0-d leaf): values and dtype as NumPy's, fresh and into out=
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((80, 200)), rng.standard_normal((80, 200)).astype(np.float32)
+    f = chokepoint.fuse("a * s * (1 + b - 0.5 * b ** 2)")
+    expected = a * s * (1 + b - 0.5 * b ** 2)
+    _same(f(a=a, s=s, b=b), expected)
+    out = np.zeros((3, *expected.shape), expected.dtype)
+    view = out[1]
+    assert f(a=a, s=s, b=b, out=view) is view
+    _same(view, expected)
+    assert not out[0].any() and not out[2].any()
+
+
 def test_python_scalar_overflow_is_numpys_error():
     with pytest.raises(OverflowError):
         chokepoint.fuse("x + y")(x=np.ones(3, np.int8), y=1000)

@@ -459,17 +459,21 @@ def _side_by_side(calls: list, min_time: float, total: float) -> list[Measuremen
 
 def measured_rewrite(statement: Statement, namespace, inputs, result, total: float,
                       roof: Roofline, min_time: float, tr=None,
-                      into: tuple[str, Statement] | None = None
+                      into: tuple[str, Statement] | None = None, tried: dict | None = None
                       ) -> tuple[dict | None, str | None]:
     """The rewrite (and its narrow variant) timed, and the suggestion text for findings: only
     when it measured faster than the statement. A chokepoint kernel where one has the same
     values; else, for a chain of elementwise operations, the fused kernel. ``into``: the
     statement is the value of ``target[slices] = statement`` (the target's code, and that whole
-    line): the fused kernel writes into the target (``out=``) and is timed against the line."""
+    line): the fused kernel writes into the target (``out=``) and is timed against the line.
+    ``tried``, where given, gets the fused kernel's timing whether or not it was faster
+    (``tried["fused"]``: its code, ``as_written_s`` and ``fused_s``): it measures what one pass
+    saves, which the extra-passes rule only estimates from bytes."""
     if not statement.is_expression:
         return None, None
     if into is not None:
-        return _fused_rewrite(statement, namespace, result, total, roof, min_time, tr, into)
+        return _fused_rewrite(statement, namespace, result, total, roof, min_time, tr, into,
+                              tried)
     found = find_rewrite(statement.source, namespace, inputs, result)
     if found is None:
         distances = find_distances(inputs, result)
@@ -478,7 +482,8 @@ def measured_rewrite(statement: Statement, namespace, inputs, result, total: flo
                                                  roof, min_time)
             if found_distances[0] is not None:
                 return found_distances
-        return _fused_rewrite(statement, namespace, result, total, roof, min_time, tr)
+        return _fused_rewrite(statement, namespace, result, total, roof, min_time, tr,
+                              tried=tried)
 
     statement_fn = statement.function(dict(namespace))
     # the rewrite and its narrow variant timed with the statement in one round-robin: the
@@ -525,30 +530,33 @@ def _distances_rewrite(statement: Statement, namespace, distances: Distances, re
 
 
 def rewrite_into(line: Statement, into: tuple[str, Statement], namespace: dict, total: float,
-                 roof: Roofline, min_time: float) -> tuple[dict | None, str | None]:
+                 roof: Roofline, min_time: float, tried: dict | None = None
+                 ) -> tuple[dict | None, str | None]:
     """The fused rewrite of ``line``, ``target[slices] = value`` (``into``: see
     :func:`~chokepoint.explain.rewrite.slice_assignment`), writing into the target: the value
     traced on ``namespace`` (copies: the rewrite writes where the line does), checked against
-    it and timed against the whole line."""
+    it and timed against the whole line (``tried``: see :func:`measured_rewrite`)."""
     target, value = into
     inputs = _statement_inputs(value, namespace)
     traced = trace(value, dict(namespace), list(inputs))
     if not isinstance(traced.result, np.ndarray):
         return None, None
     return measured_rewrite(value, namespace, inputs, traced.result, total, roof, min_time,
-                            traced, into=(target, line))
+                            traced, into=(target, line), tried=tried)
 
 
 def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: Roofline,
-                   min_time: float, tr, into: tuple[str, Statement] | None = None
-                   ) -> tuple[dict | None, str | None]:
+                   min_time: float, tr, into: tuple[str, Statement] | None = None,
+                   tried: dict | None = None) -> tuple[dict | None, str | None]:
     """``chokepoint.fuse(...)`` for an expression of two or more elementwise operations, its
-    values checked against the statement's on the user's data, timed side by side (``into``:
-    see :func:`measured_rewrite`)."""
+    values checked against the statement's on the user's data, timed side by side (``into``,
+    ``tried``: see :func:`measured_rewrite`)."""
     from ..fuse import fuse
     from ..fuse.trace import REDUCTIONS, FuseError
 
-    chain = [op for op in (tr.ops if tr is not None else []) if not op.is_view]
+    # views and elements (w[i]) are fuse's arguments (lift_slices), not its operations
+    chain = [op for op in (tr.ops if tr is not None else []) if not op.is_view
+             and not (op.kind == "index" and np.ndim(op.result) == 0)]
     # fuse takes ufuncs, functions it knows, and the reductions' methods (x.max(axis=1))
     if (result is None or result.dtype.kind not in "fiub" or len(chain) < 2
             or any(op.gemm or op.kind not in ("ufunc", "function", "method")
@@ -585,6 +593,8 @@ def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: 
     statement_fn = (into[1] if into is not None else statement).function(dict(namespace))
     settle(lambda: fused(**values_out))
     before, after = _side_by_side([statement_fn, lambda: fused(**values_out)], min_time, total)
+    if tried is not None:
+        tried["fused"] = {"code": code, "as_written_s": before.median, "fused_s": after.median}
     if after.median * FASTER > before.median:
         return None, None
     same = "same values" if ulp == 0 else \

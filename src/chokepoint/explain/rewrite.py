@@ -313,8 +313,9 @@ def slice_assignment(statement: Statement) -> tuple[str, Statement] | None:
 def lift_slices(source: str, namespace: dict) -> tuple[str, dict[str, str]]:
     """``source`` (an expression) with each basic slice of a name an argument of its own, as
     :func:`chokepoint.fuse` takes a stencil's shifted neighbours: ``(u_0 + u_1) / 2`` and
-    ``{"u_0": "u[2:, 1:-1]", "u_1": "u[:-2, 1:-1]"}``. The same slice written twice is one
-    argument; a slice that is not an array view in ``namespace`` stays as written."""
+    ``{"u_0": "u[2:, 1:-1]", "u_1": "u[:-2, 1:-1]"}``; an element (``w[i]``, a NumPy scalar)
+    alike. The same slice written twice is one argument; one that is neither an array view nor
+    a NumPy scalar in ``namespace`` stays as written."""
     tree = ast.parse(source.strip(), mode="eval")
     taken = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | set(namespace)
     lifted: dict[str, str] = {}  # the slice's code -> its argument
@@ -331,7 +332,8 @@ def lift_slices(source: str, namespace: dict) -> tuple[str, dict[str, str]]:
                                  dict(namespace))
                 except Exception:  # not evaluable here: left as written
                     return node
-                if not isinstance(value, np.ndarray) or value.ndim == 0:
+                if not ((isinstance(value, np.ndarray) and value.ndim > 0)
+                        or isinstance(value, np.generic)):
                     return node
                 k = 0
                 while f"{node.value.id}_{k}" in taken:

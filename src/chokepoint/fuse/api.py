@@ -426,9 +426,11 @@ def _compute(p, leaves, weak, result, fortran, values: dict) -> None:
                         or engine_numba.settings.serial_only) else numba.get_num_threads()
         blocks.evaluate(p.result, flat, result.reshape(-1), threads)
         return
-    if _plain(leaves, result):  # the common call: one flat loop over every operand
-        _launch(p, ((True,),) * len(leaves), result.reshape(-1),
-                [a.reshape(-1) for a in leaves], weak)
+    if _plain([a for a in leaves if a.ndim], result):
+        # the common call: one flat loop over every operand, a NumPy scalar argument (0-d) a
+        # scalar operand (as the axis groups below make it, at 2.4x this path's cost a call)
+        _launch(p, tuple((True,) if a.ndim else (False,) for a in leaves), result.reshape(-1),
+                [a.reshape(-1) if a.ndim else a[()] for a in leaves], weak)
         return
     padded = [a.reshape((1,) * (result.ndim - a.ndim) + a.shape) for a in leaves]
     if fortran:  # compute on the transposes: they are C-ordered

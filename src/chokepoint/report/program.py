@@ -116,6 +116,10 @@ def cause_evidence(cause: dict) -> str:
                 f"{_ms(cause['contiguous_s'])} with {_listed(cause['operands'])} contiguous"
                 f"{per}: {_ms(cause['seconds'])} went to reading and writing one element per "
                 "cache line" + (" from memory" if cause.get("cold") else ""))
+    if kind == "extra-passes" and "fused_s" in cause:
+        return (f"one fused pass ({cause['fused']}) measured {_ms(cause['fused_s'])} a run "
+                f"against {_ms(cause['as_written_s'])} as written: not faster, whatever the "
+                "bytes the passes move")
     if kind == "loop-invariant":
         what = (f"what `{cause['name']}` reads was the same" if cause.get("part")
                 else "it read the same values")
