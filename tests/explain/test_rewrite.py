@@ -91,3 +91,35 @@ def test_overlapping_views_count_their_memory_once():
     assert touched_bytes(shifted) == u.nbytes - 2 * 8  # all but the first and last element
     other = np.zeros(10)
     assert touched_bytes([u, other, u[:10], np.zeros(0)]) == u.nbytes + other.nbytes
+
+
+@pytest.mark.parametrize("code, target, value", [
+    ("img += 120 * np.exp(-d)", "img", "img + (120 * np.exp(-d))"),
+    ("u[1:-1] -= dt * (u[2:] - u[:-2])", "u[1:-1]", "u[1:-1] - (dt * (u[2:] - u[:-2]))"),
+    ("v[1:, k] = a * b", "v[1:, k]", "a * b"),
+])
+def test_an_assignment_into_a_slice_or_in_place_is_fused_into_its_target(code, target, value):
+    from chokepoint.explain.rewrite import slice_assignment
+    from chokepoint.measure.statements import Statement
+
+    found = slice_assignment(Statement.parse(code))
+    assert found is not None and found[0] == target and found[1].source == value
+
+
+@pytest.mark.parametrize("code", ["x //= 2", "x[[1, 2]] += 1", "x = a * b", "obj.x += 1"])
+def test_other_assignments_are_not_fused_into_a_target(code):
+    from chokepoint.explain.rewrite import slice_assignment
+    from chokepoint.measure.statements import Statement
+
+    assert slice_assignment(Statement.parse(code)) is None
+
+
+def test_a_fancy_index_in_place_is_no_target_for_a_fused_kernel():
+    # x[idx] += ... with idx an array: x[idx] is a copy, writing into it would change nothing
+    from chokepoint.explain.api import _target
+
+    x, idx = np.zeros(10), np.array([1, 2])
+    assert _target("x[idx]", {"x": x, "idx": idx}, np.zeros(2)) is None
+    assert _target("x[1:3]", {"x": x}, np.zeros(2)) is not None
+    assert _target("x", {"x": x}, np.zeros(10)) is None  # not a view: only x += ...
+    assert _target("x", {"x": x}, np.zeros(10), in_place=True) is x

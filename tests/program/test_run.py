@@ -653,6 +653,21 @@ def test_an_interpolation_of_small_integers_gets_a_lookup_table(tmp_path, roof, 
     assert rewrite["values"] == "same values" and rewrite["speedup"] > 3
 
 
+def test_an_augmented_assignment_of_a_chain_gets_a_fused_kernel_into_its_target(tmp_path, roof):
+    # acc += a chain of transcendental functions: one fused pass into acc, no temporaries
+    # (1.4x on a held-out image's blobs, img += 120 * np.exp(...), on an Intel Xeon)
+    rewrite = _line_rewrite(tmp_path, roof, """\
+        import numpy as np
+        x = np.linspace(-3.0, 3.0, 1_000_000)
+        acc = np.zeros_like(x)
+        for k in range(5):
+            acc += np.exp(-x * x * k) * np.sin(3.0 * x) + np.cos(x + k) ** 2
+        """, 5)
+    assert rewrite["code"].startswith(
+        "chokepoint.fuse('acc + (np.exp(-x * x * k) * np.sin(3.0 * x) + np.cos(x + k) ** 2)')(")
+    assert rewrite["code"].endswith(", out=acc)")
+
+
 def test_a_broadcast_product_of_an_expression_summed_gets_einsum(tmp_path, roof):
     # an n-body step's weighted differences: the weights made in the line, broadcast over the
     # last axis (3x as np.einsum by hand on an Intel Xeon)

@@ -10,6 +10,7 @@ are summed into a line_profiler-like table against the machine's ceilings.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import linecache
 import math
@@ -581,7 +582,11 @@ def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: 
     if ulp > CLOSE_ULP:
         return None, None
     arguments = [f"{n}={slices.get(n, n)}" for n in names]
-    target = _target(into[0], namespace, ours) if into is not None else None
+    # x += ...: x itself is the target; x[i] += ... (i an array: a copy) must be a view
+    line = into[1].tree.body[0] if into is not None else None
+    target = (_target(into[0], namespace, ours, isinstance(line, ast.AugAssign)
+                      and isinstance(line.target, ast.Name))
+              if into is not None else None)
     if into is not None and target is None:
         return None, None
     if target is not None:
@@ -611,14 +616,16 @@ def _fused_rewrite(statement: Statement, namespace, result, total: float, roof: 
     return rewrite, f"{code}: {said}, measured {rewrite['speedup']:.1f}x faster ({same})"
 
 
-def _target(code: str, namespace: dict, value: np.ndarray) -> np.ndarray | None:
+def _target(code: str, namespace: dict, value: np.ndarray, in_place: bool = False
+            ) -> np.ndarray | None:
     """The array ``code`` (``u[1:-1, 1:-1]``) names in ``namespace``, where it is a writable
-    view of the shape and dtype of ``value`` (what fuse's ``out=`` takes), else None."""
+    view of the shape and dtype of ``value`` (what fuse's ``out=`` takes), else None;
+    ``in_place`` (``x += ...``): the array itself may be it."""
     try:
         target = eval(code, dict(namespace))
     except Exception:  # the user's code: any error means no such view
         return None
-    if (not isinstance(target, np.ndarray) or target.base is None
+    if (not isinstance(target, np.ndarray) or (target.base is None and not in_place)
             or not target.flags.writeable or target.shape != value.shape
             or target.dtype != value.dtype):
         return None

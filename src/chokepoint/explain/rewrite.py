@@ -294,19 +294,42 @@ def statement_part(statement: Statement, node: ast.AST) -> Statement | None:
     return None
 
 
+#: augmented assignments a fused kernel writes in place: ``x += value`` is ``x + (value)``
+#: into ``x``
+_AUGMENTED = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+
+
 def slice_assignment(statement: Statement) -> tuple[str, Statement] | None:
     """``(target, value)`` of ``name[basic index] = value`` (a stencil's
-    ``u[1:-1, 1:-1] = ...``): the target's code and the value as a Statement; else None."""
+    ``u[1:-1, 1:-1] = ...``): the target's code and the value as a Statement; of ``name +=
+    value`` (``-=``, ``*=``, ``/=``; ``name`` or a basic slice of it), the value is
+    ``name + (value)``; else None."""
     tree = statement.tree
-    if not (len(tree.body) == 1 and isinstance(tree.body[0], ast.Assign)
-            and len(tree.body[0].targets) == 1):
+    node = tree.body[0] if len(tree.body) == 1 else None
+    if isinstance(node, ast.AugAssign) and type(node.op) in _AUGMENTED:
+        target = node.target
+        if not (isinstance(target, ast.Name) or (
+                isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+                and basic_index(target.slice))):
+            return None
+        code = ast.unparse(target)
+        value = statement_part(statement, node.value)
+        if value is None:
+            return None
+        try:
+            combined = Statement.parse(f"{code} {_AUGMENTED[type(node.op)]} ({value.source})",
+                                       filename=statement.filename, first_line=node.lineno)
+        except (SyntaxError, ValueError):
+            return None
+        return code, combined
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
         return None
-    target = tree.body[0].targets[0]
+    target = node.targets[0]
     if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
             and basic_index(target.slice)):
         return None
     code = statement_part(statement, target)
-    value = statement_part(statement, tree.body[0].value)
+    value = statement_part(statement, node.value)
     return (code.source, value) if code is not None and value is not None else None
 
 

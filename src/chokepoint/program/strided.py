@@ -94,8 +94,9 @@ def strided_line(statement: Statement, ns: dict) -> StridedLine | None:
     ``y[:, k] = ... y[:, k - 1]``: one array); :meth:`StridedLine.restore` puts back what it
     writes."""
     tree = statement.tree
-    into = slice_assignment(statement)
     node = tree.body[0] if len(tree.body) == 1 else None
+    # an augmented assignment keeps its operator (below), not slice_assignment's sum
+    into = slice_assignment(statement) if isinstance(node, ast.Assign) else None
     operator = ""
     if into is not None:
         target_code, value = into[0], into[1].source
