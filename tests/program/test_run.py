@@ -668,6 +668,22 @@ def test_an_augmented_assignment_of_a_chain_gets_a_fused_kernel_into_its_target(
     assert rewrite["code"].endswith(", out=acc)")
 
 
+def test_a_fused_pass_tried_and_not_faster_is_said_once(tmp_path, roof):
+    # two ufuncs on 64 elements: NumPy's calls take about a microsecond each, a fused call's
+    # checks more than both (3.4 us on an AMD EPYC): tried, timed, not proposed, and said
+    path = _program(tmp_path, """\
+        import numpy as np
+        rng = np.random.default_rng(0)
+        a, b, c = rng.random(64), rng.random(64), rng.random(64)
+        for _ in range(20_000):
+            y = a * b + c
+        """)
+    report = run_program(path, roof=roof, budget_s=20)
+    line = next(r for r in report.to_dict()["lines"] if r["source"].endswith("prog.py:5"))
+    tried = [n for n in line["notes"] if n.startswith("one fused pass was tried")]
+    assert line["rewrite"] is None and len(tried) == 1, line["notes"]
+
+
 def test_a_broadcast_product_of_an_expression_summed_gets_einsum(tmp_path, roof):
     # an n-body step's weighted differences: the weights made in the line, broadcast over the
     # last axis (3x as np.einsum by hand on an Intel Xeon)
@@ -990,7 +1006,9 @@ def test_a_sum_over_a_comprehension_is_overhead_not_new_memory(tmp_path, roof):
         """)
     report = run_program(path, roof=roof, budget_s=20)
     line = next(r for r in report.lines if r["source"].endswith(":5"))
-    assert line["cause"] == "overhead", line["causes"]
+    # (once, in a whole suite beside a busy core, it had no cause at all: say why if again)
+    assert line["cause"] == "overhead", {k: line.get(k) for k in (
+        "causes", "notes", "why_not", "analysed", "time_s", "replay_s", "probe_s")}
     assert not any(c["kind"] in ("allocation", "temporaries") for c in line["causes"])
     assert line["new_bytes"] < 3 * 2**20, line["new_bytes"]
 
@@ -1069,18 +1087,21 @@ def test_a_large_operation_after_a_long_comprehension_is_still_traced(tmp_path, 
 def test_a_line_of_work_with_no_known_floor_is_named_beside_the_headline(tmp_path, roof):
     # a whole argsort of each column for its second largest element: its time is not counted
     # as recoverable (nothing here models a sort, and no rewrite takes that element), so the
-    # headline is another line; the sort's line is named beside it
+    # headline is another line, one of fresh temporaries (whose recoverable time must beat
+    # what a sort's line keeps beyond its operations in a loaded process: 10 ms once, when
+    # the other line was a 30,000-element addition); the sort's line is named beside it
     path = _program(tmp_path, """\
         import numpy as np
         rng = np.random.default_rng(0)
-        scores = rng.random((100, 300))
+        scores = rng.random((400, 300))
+        big = rng.random(300_000)
         best = np.zeros(300, dtype=np.intp)
-        for t in range(200):
-            scores = scores + 0.5
-            order = np.argsort(scores, axis=0)
+        for t in range(100):
+            big = np.sqrt(big * big + 0.5) * 0.5
+            order = np.argsort(scores + t, axis=0)
             best = order[-2]
         """)
     report = run_program(path, roof=roof, budget_s=20)
     assert report.headline["unknown"] is not None, report.headline
-    assert report.headline["unknown"].endswith(":7")
+    assert report.headline["unknown"].endswith(":8")
     assert "more time, of no known floor, at" in report.text()

@@ -837,6 +837,11 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                      f"{format_seconds(replay_s)} replayed alone: the difference is not measured "
                      "here (the program's memory or caches were not the replay's)")
     fused = tried.get("fused")
+    if fused is not None and fused["fused_s"] * FASTER > fused["as_written_s"]:
+        # "tried, not faster" said once: the fused kernel is the one rewrite every chain gets
+        notes.append(f"one fused pass was tried ({fused['code']}): "
+                     f"{format_seconds(fused['fused_s'])} a run against "
+                     f"{format_seconds(fused['as_written_s'])} as written, not faster")
     for f in found:
         if f.kind in LINE_KINDS or (line_strided and f.kind == "strided-access"):
             continue  # measured on the whole line already
