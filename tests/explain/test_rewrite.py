@@ -120,6 +120,11 @@ def test_a_fancy_index_in_place_is_no_target_for_a_fused_kernel():
 
     x, idx = np.zeros(10), np.array([1, 2])
     assert _target("x[idx]", {"x": x, "idx": idx}, np.zeros(2)) is None
+    # on a later axis the copy has a base: still no target
+    u, m = np.zeros((4, 6)), np.arange(6) % 2 == 0
+    assert _target("u[:, m]", {"u": u, "m": m}, np.zeros((4, 3))) is None
+    assert _target("u[:, idx]", {"u": u, "idx": idx}, np.zeros((4, 2))) is None
+    assert _target("u[:, 1:4]", {"u": u}, np.zeros((4, 3))) is not None
     assert _target("x[1:3]", {"x": x}, np.zeros(2)) is not None
     assert _target("x", {"x": x}, np.zeros(10)) is None  # not a view: only x += ...
     assert _target("x", {"x": x}, np.zeros(10), in_place=True) is x

@@ -623,9 +623,16 @@ def _target(code: str, namespace: dict, value: np.ndarray, in_place: bool = Fals
     ``in_place`` (``x += ...``): the array itself may be it."""
     try:
         target = eval(code, dict(namespace))
+        node = ast.parse(code, mode="eval").body
+        # a view of the array the code indexes, not a copy (u[:, mask], u[:, idx] are copies
+        # whose base is set: writing into them would change nothing)
+        whole = eval(ast.unparse(node.value), dict(namespace)) \
+            if isinstance(node, ast.Subscript) else target
     except Exception:  # the user's code: any error means no such view
         return None
-    if (not isinstance(target, np.ndarray) or (target.base is None and not in_place)
+    # plain arrays only: a masked array's out= would write into its masked entries too
+    if (type(target) is not np.ndarray or (target.base is None and not in_place)
+            or not isinstance(whole, np.ndarray) or not np.may_share_memory(target, whole)
             or not target.flags.writeable or target.shape != value.shape
             or target.dtype != value.dtype):
         return None
