@@ -56,7 +56,8 @@ from ..measure.timer import measure_interleaved
 from .rewrite import CLOSE_ULP, FASTER, find_rewrite, max_ulp
 
 __all__ = ["EXTREMES", "LineCapture", "Sort", "capture", "extreme_agreement", "extreme_code",
-           "extreme_selection", "line_rewrites", "python_alike", "same_extreme", "sort_call"]
+           "extreme_selection", "line_rewrites", "python_alike", "same_extreme", "sort_call",
+           "sorted_operand"]
 
 
 @dataclass
@@ -214,6 +215,21 @@ def sort_call(node: ast.expr) -> Sort | None:
     if len(rest) > 1 or set(keywords) - {"axis", "kind"} or (rest and "axis" in keywords):
         return None
     return Sort(func.attr, a, rest[0] if rest else keywords.get("axis"), _is_stable(node))
+
+
+def sorted_operand(sort: Sort, env: dict) -> tuple[np.ndarray, int] | None:
+    """The array ``sort`` sorts and its axis (non-negative), evaluated in ``env``; None where
+    they cannot be evaluated there, or are not an array of at least one axis and one of its
+    axes."""
+    try:
+        a = eval(_compiled(sort.a), dict(env))
+        axis = -1 if sort.axis is None else eval(_compiled(sort.axis), dict(env))
+    except Exception:  # the user's code cannot be re-run here: skip it
+        return None
+    if type(a) is not np.ndarray or a.ndim == 0 or not isinstance(axis, (int, np.integer)) \
+            or not -a.ndim <= axis < a.ndim:
+        return None
+    return a, int(axis) % a.ndim
 
 
 def extreme_code(sort: Sort, end: int, ndim: int) -> str:
@@ -973,15 +989,10 @@ def _check_extreme(capture_: LineCapture, p: _Pattern, min_time: float) -> dict 
     if found is None:
         return None
     line, target = found
-    try:
-        a = eval(_compiled(sort.a), dict(capture_.env))
-        axis = -1 if sort.axis is None else eval(_compiled(sort.axis), dict(capture_.env))
-    except Exception:  # the user's code cannot be re-run here: skip it
+    sorted_ = sorted_operand(sort, capture_.env)
+    if sorted_ is None:
         return None
-    if type(a) is not np.ndarray or a.ndim == 0 or not isinstance(axis, (int, np.integer)) \
-            or not -a.ndim <= axis < a.ndim:
-        return None
-    axis = int(axis) % a.ndim
+    a, axis = sorted_
     picked = extreme_selection(p.extreme, a.ndim)
     if picked is None or picked[0] != axis:
         return None

@@ -22,7 +22,13 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..explain.distances import find_distances
-from ..explain.lines import extreme_agreement, extreme_code, extreme_selection, sort_call
+from ..explain.lines import (
+    extreme_agreement,
+    extreme_code,
+    extreme_selection,
+    sort_call,
+    sorted_operand,
+)
 from ..measure.timer import measure_interleaved
 from .groups import stores
 from .record import LineStat
@@ -227,16 +233,10 @@ def sorted_extreme(line: LineStat, consumer: LineStat, min_time: float,
     except ReplayError:
         return None
     ns = {**after.namespace(), **replay.namespace()}
-    try:
-        a = eval(compile(ast.Expression(sort.a), "<sorted>", "eval"), dict(ns))
-        axis = (-1 if sort.axis is None
-                else eval(compile(ast.Expression(sort.axis), "<axis>", "eval"), dict(ns)))
-    except Exception:
+    sorted_ = sorted_operand(sort, ns)
+    if sorted_ is None:
         return None
-    if type(a) is not np.ndarray or a.ndim == 0 or not isinstance(axis, (int, np.integer)) \
-            or not -a.ndim <= axis < a.ndim:
-        return None
-    axis = int(axis) % a.ndim
+    a, axis = sorted_
     own = (line.statement.line, line.statement.end_line)
     uses = extreme_uses(found[0], name, own, a.ndim, axis)
     consumer_lines = (consumer.statement.line, consumer.statement.end_line)
