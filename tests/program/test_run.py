@@ -1004,11 +1004,14 @@ def test_a_sum_over_a_comprehension_is_overhead_not_new_memory(tmp_path, roof):
         for k in range(3):
             s = sum(x[i] * w[i] for i in range(k, len(x)))
         """)
-    report = run_program(path, roof=roof, budget_s=20)
-    line = next(r for r in report.lines if r["source"].endswith(":5"))
-    # (once, in a whole suite beside a busy core, it had no cause at all: say why if again)
-    assert line["cause"] == "overhead", {k: line.get(k) for k in (
-        "causes", "notes", "why_not", "analysed", "time_s", "replay_s", "probe_s")}
+    # in a process of its own, as chokepoint run runs: in a whole suite's process beside a
+    # busy core the line was twice "not among the slowest lines" (its many short runs lose
+    # the hook's price, which a long-lived loaded process measures otherwise)
+    lines = _lines_of_a_fresh_run(path)
+    line = next(r for r in lines if r["source"].endswith(":5"))
+    assert line["cause"] == "overhead", (
+        {k: line.get(k) for k in ("causes", "notes", "why_not", "time_s", "replay_s")},
+        [(r["source"], r["time_s"], r["recoverable_s"]) for r in lines[:5]])
     assert not any(c["kind"] in ("allocation", "temporaries") for c in line["causes"])
     assert line["new_bytes"] < 3 * 2**20, line["new_bytes"]
 
