@@ -8,6 +8,9 @@ import pytest
 from chokepoint.explain.rewrite import CLOSE_ULP, find_rewrite, lift_slices, literals, touched_bytes
 from chokepoint.kernels.registry import KERNELS
 
+#: no test here times anything: `make test` runs them in two processes (pytest -n 2)
+pytestmark = pytest.mark.untimed
+
 ERF = np.vectorize(math.erf, otypes=[np.float64])  # SciPy's erf, without SciPy
 
 

@@ -16,6 +16,9 @@ from hypothesis.extra import numpy as hnp
 import chokepoint
 from chokepoint.fuse import FuseError
 
+#: no test here times anything: `make test` runs them in two processes (pytest -n 2)
+pytestmark = pytest.mark.untimed
+
 SPECIALS = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1.0, -1.0, 0.5, 2.0, 1e-40, 3e38]
 
 

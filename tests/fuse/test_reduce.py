@@ -16,6 +16,9 @@ import chokepoint
 from chokepoint.fuse import FuseError
 from chokepoint.kernels import engine_numba
 
+#: no test here times anything: `make test` runs them in two processes (pytest -n 2)
+pytestmark = pytest.mark.untimed
+
 # sizes around the kernel's leaves (128), buffers (2048) and tasks; the last one is above
 # engine_numba.settings.parallel_min, so the parallel kernel runs
 SIZES = [1, 7, 8, 9, 130, 2049, 70_001]

@@ -8,6 +8,9 @@ import chokepoint
 from chokepoint.fuse.statements import needs_statements
 from chokepoint.fuse.trace import FuseError
 
+#: no test here times anything: `make test` runs them in two processes (pytest -n 2)
+pytestmark = pytest.mark.untimed
+
 
 def heat(u, steps, alpha=0.1):
     n = u.shape[0]

@@ -12,6 +12,9 @@ import pytest
 
 import chokepoint
 
+#: no test here times anything: `make test` runs them in two processes (pytest -n 2)
+pytestmark = pytest.mark.untimed
+
 # function -> (domain low, high); binary functions take y from the same domain
 UNARY = {
     "exp": (-80, 80), "exp2": (-100, 100), "expm1": (-40, 40), "log": (1e-30, 1e30),

@@ -13,6 +13,9 @@ import pytest
 
 import chokepoint
 
+#: no test here times anything: `make test` runs them in two processes (pytest -n 2)
+pytestmark = pytest.mark.untimed
+
 torch = pytest.importorskip("torch", reason="torch is the oracle for the activations")
 F = torch.nn.functional
 A = torch.ops.aten

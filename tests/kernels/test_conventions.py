@@ -8,6 +8,9 @@ import chokepoint
 
 from . import reference as ref
 
+#: no test here times anything: `make test` runs them in two processes (pytest -n 2)
+pytestmark = pytest.mark.untimed
+
 S = 0.01
 # x: relu, relu', leaky' (slope S), relu6', hardtanh' on (-1, 1) — docs/interfaces.md, checked
 # on torch 2.13

@@ -17,6 +17,9 @@ from chokepoint.kernels.ops import OPS
 
 from . import reference as ref
 
+#: no test here times anything: `make test` runs them in two processes (pytest -n 2)
+pytestmark = pytest.mark.untimed
+
 N = engine_numba.settings.parallel_min * 4  # large enough for the parallel kernels
 
 

@@ -9,6 +9,9 @@ from chokepoint.kernels import api, engine_numba
 
 from . import reference as ref
 
+#: no test here times anything: `make test` runs them in two processes (pytest -n 2)
+pytestmark = pytest.mark.untimed
+
 
 @pytest.fixture
 def general_forbidden(monkeypatch):

@@ -13,6 +13,9 @@ from chokepoint.kernels import adaptive, engine_numba, native
 
 from . import reference as ref
 
+#: no test here times anything: `make test` runs them in two processes (pytest -n 2)
+pytestmark = pytest.mark.untimed
+
 SLOPE = 0.01
 
 UNARY = {

@@ -11,6 +11,9 @@ import pytest
 
 from chokepoint.kernels import vecmath
 
+#: no test here times anything: `make test` runs them in two processes (pytest -n 2)
+pytestmark = pytest.mark.untimed
+
 
 @pytest.fixture(autouse=True)
 def backend():
