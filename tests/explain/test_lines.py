@@ -503,6 +503,50 @@ def test_a_scatter_adds_flat_positions_do_not_wrap_in_a_narrow_index_type(monkey
     assert out[[20, 250]].sum() == 32 and out.sum() == 32
 
 
+@pytest.mark.parametrize(("code", "shape", "index_of", "value"), [
+    # a pivot table: one index array per axis, flattened by np.ravel_multi_index
+    ("np.add.at(out, (s, p), v)", (6, 9), lambda s, p: (s, p), "array"),
+    ("np.add.at(out, (s, p), v)", (6, 9, 2), lambda s, p: (s, p), "array"),  # rows of 2
+    ("np.add.at(out, idx, v)", (6, 9), lambda s, p: (s, p), "array"),  # a tuple by name
+    ("np.add.at(out, (s,), v)", (6,), lambda s, p: (s,), "array"),
+    ("np.add.at(out, s, 1)", (6,), lambda s, p: s, 1),  # a histogram: counted, no weights
+    ("np.add.at(out, (s, p), 0.5)", (6, 9), lambda s, p: (s, p), 0.5),
+])
+def test_a_scatter_add_at_index_arrays_per_axis_or_of_one_number_gets_bincount(
+        monkeypatch, code, shape, index_of, value):
+    _fake_timing(monkeypatch)
+    rng = np.random.default_rng(1)
+    out = rng.standard_normal(shape)
+    s, p = rng.integers(0, shape[0], 500), rng.integers(0, 9, 500)
+    index = index_of(s, p)
+    n = len(index) if type(index) is tuple else 1
+    v = rng.standard_normal((500, *shape[n:])) if value == "array" else value
+    env = {"out": out, "s": s, "p": p, "idx": index, "v": v}
+    kept = out.copy()
+    found = _scatter(env, code)
+    assert found is not None, code
+    assert np.array_equal(out, kept)  # the check ran on copies
+    expected = out.copy()
+    np.add.at(expected, index, v)
+    exec(found["statement"], {"np": np, **env})
+    assert np.allclose(out, expected, rtol=1e-12, atol=1e-12), found["statement"]
+
+
+def test_a_histogram_of_integers_by_scatter_add_is_counted_exactly(monkeypatch):
+    _fake_timing(monkeypatch)
+    counts = np.zeros(7, np.int32)
+    labels = np.random.default_rng(2).integers(0, 7, 1000)
+    found = _scatter({"counts": counts, "labels": labels}, "np.add.at(counts, labels, 1)")
+    assert found is not None and found["values"] == "same values"
+    exec(found["statement"], {"np": np, "counts": counts, "labels": labels})
+    assert counts.dtype == np.int32 and np.array_equal(counts, np.bincount(labels))
+    # an integer array and a fraction, or an index tuple longer than the array's axes: no
+    assert _scatter({"counts": counts, "labels": labels}, "np.add.at(counts, labels, 0.5)") \
+        is None
+    assert _scatter({"out": np.zeros(7), "s": labels, "p": labels},
+                    "np.add.at(out, (s, p), 1.0)") is None
+
+
 def test_a_scatter_add_into_nan_keeps_its_nan(monkeypatch):
     _fake_timing(monkeypatch)
     out = np.zeros(5)

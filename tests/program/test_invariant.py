@@ -8,6 +8,7 @@ import pytest
 from chokepoint.program import run_program
 from chokepoint.program.invariant import compared_runs
 from chokepoint.program.record import input_sums
+from chokepoint.report.program import cause_evidence, cause_suggestion
 
 
 def test_inputs_compare_by_their_values_and_nothing_else_is_comparable():
@@ -157,3 +158,69 @@ def test_a_scalar_part_is_not_charged_for_evaluating_it_alone(tmp_path, roof):
     cause = next((c for c in lines["6"]["causes"] if c["kind"] == "loop-invariant"), None)
     if cause is not None:  # a saving, not the line's whole time
         assert cause["part"] and cause["seconds"] < 0.9 * lines["6"]["time_s"], cause
+
+
+def test_a_table_a_function_rebuilds_the_same_at_each_call_is_computed_once(tmp_path, roof):
+    # a sampler's cumulative table, built from the same density at each of 60 calls and then
+    # normalised in place: both lines compute what one call would
+    lines = _lines(tmp_path, roof, """\
+        import numpy as np
+        GRID = np.linspace(0.0, 1.0, 300_001)
+        def sample(rng, density, n):
+            table = np.cumsum(density * np.gradient(GRID))
+            table /= table[-1]
+            return np.searchsorted(table, rng.random(n))
+        rng = np.random.default_rng(0)
+        density = np.exp(-GRID)
+        total = 0
+        for step in range(60):
+            total += int(sample(rng, density, 100).sum())
+        """)
+    first, update = lines["4"], lines["5"]
+    cause = first["causes"][0]
+    assert cause["kind"] == "loop-invariant" and cause["function"], first["causes"]
+    assert cause["name"] == "table" and cause["with"] == [update["source"]]
+    assert cause["seconds"] == pytest.approx(first["time_s"] * 59 / 60)
+    said = cause_evidence(cause)
+    assert "each call of `sample`" in said and "once would do" in said, said
+    assert "outside the function" in cause_suggestion(cause, first)
+    assert update["causes"][0]["kind"] == "loop-invariant" and update["causes"][0]["update"]
+    # the line drawing from the generator computes something new at each call
+    assert not any(c["kind"] == "loop-invariant" for c in lines["6"]["causes"])
+
+
+def test_a_function_called_on_two_arrays_in_turn_is_not_computing_the_same(tmp_path, roof):
+    # the runs compared are the 2nd, 4th, 8th...: all on the second array; the first run is
+    # the reference, on the first one
+    lines = _lines(tmp_path, roof, """\
+        import numpy as np
+        rng = np.random.default_rng(0)
+        a, b = rng.random(300_000), rng.random(300_000)
+        def spread(x):
+            centred = np.sort(x) - np.median(x)
+            return float(centred.std())
+        total = 0.0
+        for step in range(40):
+            total += spread(a) + spread(b)
+        """)
+    assert not any(c["kind"] == "loop-invariant" for c in lines["5"]["causes"]), \
+        lines["5"]["causes"]
+
+
+def test_a_line_that_only_normalises_a_loop_invariant_value_goes_with_it(tmp_path, roof):
+    # before, "w /= w.sum()" writing into w made line 6 changed in the loop: not hoistable
+    lines = _lines(tmp_path, roof, """\
+        import numpy as np
+        grid = np.linspace(0.0, 5.0, 400_000)
+        data = np.random.default_rng(0).random((40, 400_000))
+        acc = 0.0
+        for k in range(40):
+            w = np.exp(-grid * grid)
+            w /= w.sum()
+            acc += float(w @ data[k])
+        """)
+    cause = lines["6"]["causes"][0]
+    assert cause["kind"] == "loop-invariant" and not cause["function"], lines["6"]["causes"]
+    assert cause["with"] == [lines["7"]["source"]] and cause["entries"] == 1
+    assert lines["7"]["causes"][0]["update"]
+    assert not any(c["kind"] == "loop-invariant" for c in lines["8"]["causes"])

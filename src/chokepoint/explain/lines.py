@@ -1265,35 +1265,66 @@ def _check_exp(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | No
     return found
 
 
+def _add_at_operands(a, i, v) -> tuple[tuple[np.ndarray, ...], bool] | None:
+    """The index arrays of ``np.add.at(a, i, v)`` and whether ``v`` is one number, where
+    bincount computes the same sums: ``a`` a float array (an integer one where ``v`` is an
+    integer: exact), ``i`` a 1-D array of non-negative positions along ``a``'s first axis or
+    a tuple of such arrays, one per leading axis, and ``v`` a number or one value (a row of
+    ``a``'s remaining axes) per position."""
+    index = i if type(i) is tuple else (i,)
+    if not (type(a) is np.ndarray and a.size and 1 <= len(index) <= a.ndim
+            and all(type(k) is np.ndarray and k.dtype.kind in "iu" and k.ndim == 1
+                    and k.shape == index[0].shape for k in index) and index[0].size
+            and all(k.min() >= 0 and k.max() < n
+                    for k, n in zip(index, a.shape[:len(index)], strict=True))):
+        return None
+    scalar = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+    if not scalar and not (type(v) is np.ndarray and v.dtype.kind in "fiub"
+                           and v.shape == index[0].shape + a.shape[len(index):]):
+        return None
+    if a.dtype.kind != "f" and not (a.dtype.kind in "iu" and scalar
+                                    and isinstance(v, (int, np.integer))):
+        return None
+    return index, scalar
+
+
 def _check_add_at(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
-    """``np.add.at(a, i, v)`` as its own line, ``a`` a float array, ``i`` a 1-D array of
-    non-negative row indices and ``v`` one row of ``a``'s shape per index, against adding to
-    ``a`` (``out=a``) the sums ``np.bincount`` makes (of ``a``'s flat positions, for rows of
-    several elements): the same sums added in another order, so within the rounding of a sum
-    of as many terms as an index repeats. Both run on copies of ``a``."""
+    """``np.add.at(a, i, v)`` as its own line (see :func:`_add_at_operands`), against adding
+    to ``a`` (``out=a``) the sums ``np.bincount`` makes of ``a``'s flat positions: the same
+    sums added in another order, so within the rounding of a sum of as many terms as an index
+    repeats (a number ``v`` times the count, for floats). Both run on copies of ``a``."""
     parsed = _statement_value(capture_)
     if parsed is None or not isinstance(parsed[0].body[0], ast.Expr) \
             or ast.unparse(parsed[1]) != p.original:
         return None  # its value used, or more on its line: left alone
     values = _operand_values(capture_, [p.operands[k] for k in ("a", "i", "v")])
-    if values is None:
+    found = None if values is None else _add_at_operands(*values)
+    if found is None:
         return None
     a, i, v = values
-    if not (type(a) is np.ndarray and a.dtype.kind == "f" and a.ndim >= 1 and a.size
-            and type(i) is np.ndarray and i.dtype.kind in "iu" and i.ndim == 1 and i.size
-            and type(v) is np.ndarray and v.shape == i.shape + a.shape[1:]
-            and v.dtype.kind in "fiub" and i.min() >= 0 and i.max() < a.shape[0]):
-        return None
+    index, scalar = found
     name = ast.unparse(p.operands["a"])
-    i_code, v_code = (_atom(p.operands[k]) for k in ("i", "v"))
-    if a.ndim == 1:
-        sums = f"np.bincount({i_code}, weights={v_code}, minlength={name}.shape[0])"
+    i_node, v_code = p.operands["i"], _atom(p.operands["v"])
+    k = len(index)
+    if k > 1:
+        shape = f"{name}.shape" if k == a.ndim else f"{name}.shape[:{k}]"
+        position = f"np.ravel_multi_index({_atom(i_node)}, {shape})"
+    elif type(i) is tuple:  # one array in a tuple
+        position = (_atom(i_node.elts[0]) if isinstance(i_node, ast.Tuple)
+                    else f"{_atom(i_node)}[0]")
     else:
-        row = f"{name}[0].size"
+        position = _atom(i_node)
+    weights = "" if scalar else f", weights={v_code}" + (".ravel()" if a.ndim > k else "")
+    if a.ndim > k:
+        row = f"{name}[{', '.join(['0'] * k)}].size"
         # the flat positions in intp: a narrow index type would wrap in the product
-        sums = (f"np.bincount(({i_code}.astype(np.intp)[:, None] * {row} "
-                f"+ np.arange({row})).ravel(), "
-                f"weights={v_code}.ravel(), minlength={name}.size).reshape({name}.shape)")
+        position = (f"({position}.astype(np.intp)[:, None] * {row} "
+                    f"+ np.arange({row})).ravel()")
+    sums = f"np.bincount({position}{weights}, minlength={name}.size)"
+    if a.ndim > 1:
+        sums += f".reshape({name}.shape)"
+    if scalar and v != 1:
+        sums = f"{v_code} * {sums}"
     # into the array by out=: "a +=" would make a global or enclosing name a local
     code = f"np.add({name}, {sums}, out={name})"
     compiled = compile(code, "<pattern>", "exec")
@@ -1303,12 +1334,16 @@ def _check_add_at(capture_: LineCapture, p: _Pattern, min_time: float) -> dict |
         exec(compiled, {**capture_.env, "np": np, name: ours})
     except Exception:
         return None
+    flat = np.ravel_multi_index(index, a.shape[:k])
     # each element's sum has as many terms as its index repeats, one more for a's own value
-    repeats = int(np.bincount(i).max()) + 1
-    magnitude = np.abs(a).astype(np.float64)
-    np.add.at(magnitude, i, np.abs(v).astype(np.float64))
-    close = np.abs(ours.astype(np.float64) - theirs) <= repeats * np.finfo(a.dtype).eps \
-        * magnitude
+    repeats = int(np.bincount(flat).max()) + 1
+    if a.dtype.kind == "f":
+        magnitude = np.abs(a).astype(np.float64)
+        np.add.at(magnitude, i, np.abs(np.asarray(v, np.float64)))
+        close = np.abs(ours.astype(np.float64) - theirs) <= repeats * np.finfo(a.dtype).eps \
+            * magnitude
+    else:
+        close = ours == theirs
     if not (close | (ours == theirs) | (np.isnan(ours) & np.isnan(theirs))).all():
         return None
     scope = {**capture_.env, "np": np, name: a.copy()}

@@ -1,5 +1,11 @@
 """A statement in a loop that computes the same value on every run: loop-invariant.
 
+A line of a function (outside any loop of it) called again and again is in the same case where
+it reads the same values at each call: computing it once, outside the function, does the
+same. Later lines of the loop or function that only update the name it binds, reading
+nothing else that could change (``cdf = np.cumsum(...)`` then ``cdf /= cdf[-1]``), go with
+it.
+
 The recorder checksums what a statement in a loop reads at its first run and compares it at
 each run it captures again, its 2nd, 4th, 8th... (:func:`.record.input_sums`: each array's
 CRC-32, numbers and strings as themselves; nothing else comparable). ``name = expression``
@@ -23,6 +29,7 @@ from __future__ import annotations
 import ast
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,7 +39,8 @@ from .groups import first_claim, inside, stores
 from .record import LineStat
 from .replay import ReplayError, is_simple_name_assign, prepare
 
-__all__ = ["attach", "compared_runs", "hoistable", "invariant_parts"]
+__all__ = ["Scope", "attach", "compared_runs", "hoistable", "invariant_parts", "scope_of",
+           "updates"]
 
 #: the parts of a statement that compute something (a bare name or number is no work)
 _WORK = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Compare)
@@ -47,12 +55,55 @@ def compared_runs(hits: int) -> int:
     return max(0, hits.bit_length() - 1)
 
 
+class Scope(NamedTuple):
+    """What a statement runs again and again in: the body of its innermost loop, or, for a
+    line of a function outside any loop of it, the function's body."""
+
+    header: LineStat  # the loop's header, or the function's ``def``
+    function: bool
+    entries: int  # runs that would do: one per entry of the loop; one for a function
+
+    def holds(self, other: LineStat, by_key: dict) -> bool:
+        """Whether ``other`` runs in this scope (a loop's body at any depth; a function's
+        own lines)."""
+        h, o = self.header.statement, other.statement
+        if self.function:
+            return o.filename == h.filename and o.function == h.line and o.line > h.line
+        return inside(other, h, by_key)
+
+    def where(self, display: Callable[[LineStat], str]) -> str:
+        if self.function:
+            name = self.header.statement.code.split("def ", 1)[-1].split("(", 1)[0].strip()
+            return f"each call of `{name}` ({display(self.header)})"
+        return f"each run of the loop at {display(self.header)}"
+
+
+def scope_of(stat: LineStat, by_key: dict) -> Scope | None:
+    """``stat``'s :class:`Scope`, None at a module's top level (or where the loop's header or
+    the function's ``def`` was not recorded)."""
+    st = stat.statement
+    key = st.loop if st.loop is not None else st.function
+    header = None if key is None else by_key.get((st.filename, key))
+    if header is None:
+        return None
+    if st.loop is not None:
+        return Scope(header, False, max(1, header.hits - stat.hits))  # a header runs once
+        # more per entry of its loop
+    return Scope(header, True, 1)
+
+
+def _compared_each_time(stat: LineStat) -> bool:
+    """Whether every run of ``stat`` captured again had its inputs compared."""
+    return (stat.capture is not None and stat.input_sums is not None and stat.compared > 0
+            and stat.compared == compared_runs(stat.hits))
+
+
 def hoistable(stat: LineStat, stats: list[LineStat], by_key: dict) -> str | None:
     """The name ``stat`` binds where it is loop-invariant (see the module's notes), else
     None."""
     st = stat.statement
-    if (st.loop is None or stat.mutates or stat.capture is None or stat.varying
-            or stat.compared <= 0 or stat.compared != compared_runs(stat.hits)):
+    scope = scope_of(stat, by_key)
+    if scope is None or stat.mutates or stat.varying or not _compared_each_time(stat):
         return None
     try:
         tree = ast.parse(st.code)
@@ -63,18 +114,48 @@ def hoistable(stat: LineStat, stats: list[LineStat], by_key: dict) -> str | None
         return None
     if unseen_calls(tree, {**stat.capture.globals, **stat.capture.values}):
         return None  # a random generator's draw reads the same generator and differs
-    loop = by_key.get((st.filename, st.loop))
-    if loop is None or name in loop.statement.names:
+    if name in scope.header.statement.names:
         return None
+    kept = updates(stat, name, stats, by_key)
     for other in stats:
         o = other.statement
-        if other is stat or not o.code or not inside(other, loop.statement, by_key):
+        if other is stat or not o.code or not scope.holds(other, by_key):
             continue
         # another line binding or writing it, or reading it before it is computed (the
         # first run reads what the loop was entered with): hoisting it changes the loop
-        if stores(o.code, name) or (o.line < st.line and name in o.names):
+        if (stores(o.code, name) and other not in kept) or (o.line < st.line
+                                                            and name in o.names):
             return None
     return name
+
+
+def updates(stat: LineStat, name: str, stats: list[LineStat], by_key: dict
+            ) -> list[LineStat]:
+    """The later lines of ``stat``'s scope that write ``name`` and read nothing else but
+    what ``stat`` read the same at each run compared (``cdf /= cdf[-1]``): once per run of
+    ``stat`` (as many runs, the same loop), without a call whose effect is unseen. Computed
+    once with ``stat``, they give the same."""
+    st = stat.statement
+    scope = scope_of(stat, by_key)
+    if scope is None or stat.capture is None or stat.input_sums is None:
+        return []
+    same = set(stat.input_sums) - stat.varying
+    ns = {**stat.capture.globals, **stat.capture.values}
+    found = []
+    for other in stats:
+        o = other.statement
+        if (other is stat or o.line <= st.line or not o.code or not scope.holds(other, by_key)
+                or not stores(o.code, name)):
+            continue
+        try:
+            tree = ast.parse(o.code)
+        except SyntaxError:
+            return []
+        if (other.hits == stat.hits and o.loop == st.loop and o.function == st.function
+                and set(o.names) - {name} <= same and not unseen_calls(tree, ns)
+                and not any(isinstance(n, _NOT_EVERY_RUN) for n in ast.walk(tree))):
+            found.append(other)
+    return found
 
 
 def _value(tree: ast.Module) -> ast.expr | None:
@@ -91,22 +172,22 @@ def invariant_parts(stat: LineStat, stats: list[LineStat], by_key: dict) -> list
     its loop (see the module's notes); none where the statement was not compared at each run
     captured again, or where nothing in it is the same."""
     st = stat.statement
-    if (st.loop is None or stat.mutates or stat.capture is None or stat.input_sums is None
-            or stat.compared <= 0 or stat.compared != compared_runs(stat.hits)):
+    scope = scope_of(stat, by_key)
+    if scope is None or stat.mutates or not _compared_each_time(stat):
         return []
     same = set(stat.input_sums) - stat.varying
-    loop = by_key.get((st.filename, st.loop))
     try:
         tree = ast.parse(st.code)
     except SyntaxError:
         return []
     value = _value(tree)
-    if not same or loop is None or value is None:
+    if not same or value is None:
         return []
-    # every line of the loop, this one too: a name written or handed to a call in it is not
+    header_names = set(scope.header.statement.names)
+    # every line of the scope, this one too: a name written or handed to a call in it is not
     # the same from one run to the next, whatever the runs compared saw
     lines = [o.statement.code for o in stats
-             if o.statement.code and (o is stat or inside(o, loop.statement, by_key))]
+             if o.statement.code and (o is stat or scope.holds(o, by_key))]
     ns = {**stat.capture.globals, **stat.capture.values}
     found: list[ast.expr] = []
 
@@ -115,7 +196,7 @@ def invariant_parts(stat: LineStat, stats: list[LineStat], by_key: dict) -> list
         # ``acc += x`` needs a fresh one each run); a part of it makes a temporary
         if isinstance(node, _WORK) and node is not value:
             names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-            if (names and names <= same and not names & set(loop.statement.names)
+            if (names and names <= same and not names & header_names
                     and not any(stores(code, n) for code in lines for n in names)
                     and not unseen_calls(node, ns)):
                 found.append(node)
@@ -172,38 +253,54 @@ def _parts_seconds(stat: LineStat, parts: list[ast.expr], deadline: float) -> fl
 def attach(rows: dict[int, dict], stats: list[LineStat], display: Callable[[LineStat], str],
            min_seconds: float, deadline: float = float("inf")) -> None:
     """Give each loop-invariant line (``rows``: the report's rows by ``id`` of their
-    LineStat) a ``loop-invariant`` cause: its time less one run per entry of its loop, where
-    that is at least ``min_seconds``; first in the line's ledger. A line with loop-invariant
-    parts (:func:`invariant_parts`): their time, measured, on the runs beyond one per entry
+    LineStat) a ``loop-invariant`` cause: its time less one run per entry of its loop (one in
+    all for a function's line), where that is at least ``min_seconds``; first in the line's
+    ledger. The later lines that only update what it binds (:func:`updates`) get theirs,
+    computed alike (``update``: True). A line with loop-invariant parts
+    (:func:`invariant_parts`): their time, measured, on the runs beyond one per entry
     (``part``: True); parts are not timed after ``deadline``."""
     by_key = {s.statement.key: s for s in stats}
+    claims: list[tuple[LineStat, dict]] = []
     for stat in stats:
         row = rows.get(id(stat))
-        if row is None or stat.statement.loop is None:
+        scope = None if row is None else scope_of(stat, by_key)
+        if scope is None:
             continue
-        loop = by_key.get((stat.statement.filename, stat.statement.loop))
-        if loop is None:
-            continue
-        entries = max(1, loop.hits - stat.hits)  # a loop's header runs once more per entry
+        where = scope.where(display)
         name = hoistable(stat, stats, by_key)
-        part = name is None
         if name is not None:
-            seconds = row["time_s"] * (1.0 - entries / stat.hits)
-        else:
-            try:  # one line's failure never loses the report
-                parts = invariant_parts(stat, stats, by_key)
-                if not parts or row["time_s"] < min_seconds:
-                    continue
-                per_run = _parts_seconds(stat, parts, deadline)
-            except Exception:
+            with_lines = updates(stat, name, stats, by_key)
+            for line in (stat, *with_lines):
+                claims.append((line, {"name": name, "part": False, "where": where,
+                                      "update": line is not stat,
+                                      "with": [display(w) for w in with_lines]
+                                      if line is stat else [display(stat)],
+                                      "seconds": None}))
+            continue
+        try:  # one line's failure never loses the report
+            parts = invariant_parts(stat, stats, by_key)
+            if not parts or row["time_s"] < min_seconds:
                 continue
-            if per_run is None:
-                continue
-            # at most the line's own time a run, in the program
-            seconds = min(per_run, row["time_s"] / stat.hits) * (stat.hits - entries)
-            name = "`, `".join(ast.unparse(p) for p in parts)
+            per_run = _parts_seconds(stat, parts, deadline)
+        except Exception:
+            continue
+        if per_run is None:
+            continue
+        # at most the line's own time a run, in the program
+        seconds = min(per_run, row["time_s"] / stat.hits) * (stat.hits - scope.entries)
+        claims.append((stat, {"name": "`, `".join(ast.unparse(p) for p in parts),
+                              "part": True, "where": where, "update": False, "with": [],
+                              "seconds": seconds}))
+    for stat, claim in claims:
+        row = rows.get(id(stat))
+        scope = scope_of(stat, by_key)
+        if row is None or scope is None:
+            continue
+        seconds = claim.pop("seconds")
+        if seconds is None:
+            seconds = row["time_s"] * (1.0 - scope.entries / stat.hits)
         if seconds < min_seconds:
             continue
         first_claim(row, {"kind": "loop-invariant", "seconds": seconds, "hits": stat.hits,
-                          "entries": entries, "name": name, "loop": display(loop),
-                          "compared": stat.compared + 1, "part": part})
+                          "entries": scope.entries, "loop": display(scope.header),
+                          "function": scope.function, "compared": stat.compared + 1, **claim})

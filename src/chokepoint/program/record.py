@@ -61,6 +61,7 @@ class Statement:
     names: tuple[str, ...]  # the names it reads (what a capture keeps)
     code: str  # its source, one line per line (a compound statement: its header only)
     loop: int | None = None  # the first line of the innermost loop holding it
+    function: int | None = None  # the first line of the innermost function holding it
 
     @property
     def key(self) -> tuple[str, int]:
@@ -110,9 +111,10 @@ class SourceMap:
             tree = ast.parse("".join(lines), filename=filename)
         except (SyntaxError, ValueError, MemoryError, RecursionError):
             return
-        self._walk(tree.body, lines, None)
+        self._walk(tree.body, lines, None, None)
 
-    def _walk(self, body: list[ast.stmt], lines: list[str], loop: int | None) -> None:
+    def _walk(self, body: list[ast.stmt], lines: list[str], loop: int | None,
+              function: int | None) -> None:
         for node in body:
             end = node.end_lineno or node.lineno
             if isinstance(node, _COMPOUND):
@@ -124,21 +126,25 @@ class SourceMap:
                 names = _read_names(header) if header is not None else ()
                 code = "".join(lines[node.lineno - 1:header_end]).strip() if lines else ""
                 self._add(Statement(self.filename, node.lineno, header_end,
-                                    type(node).__name__, names, code, loop), header_end)
+                                    type(node).__name__, names, code, loop, function),
+                          header_end)
                 inner_loop = node.lineno if isinstance(
                     node, (ast.For, ast.AsyncFor, ast.While)) else loop
+                inner_function = function
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     inner_loop = None  # a function's body is not its definer's loop
+                    inner_function = None if isinstance(node, ast.ClassDef) else node.lineno
                 for field_ in ("body", "orelse", "finalbody"):
-                    self._walk(getattr(node, field_, []) or [], lines, inner_loop)
+                    self._walk(getattr(node, field_, []) or [], lines, inner_loop,
+                               inner_function)
                 for handler in getattr(node, "handlers", []) or []:
-                    self._walk(handler.body, lines, inner_loop)
+                    self._walk(handler.body, lines, inner_loop, inner_function)
                 for case in getattr(node, "cases", []) or []:
-                    self._walk(case.body, lines, inner_loop)
+                    self._walk(case.body, lines, inner_loop, inner_function)
             else:
                 code = "".join(lines[node.lineno - 1:end]).strip() if lines else ""
                 self._add(Statement(self.filename, node.lineno, end, type(node).__name__,
-                                    _read_names(node), code, loop), end)
+                                    _read_names(node), code, loop, function), end)
 
     def _add(self, statement: Statement, end: int) -> None:
         self.statements[statement.line] = statement
@@ -696,11 +702,15 @@ class Recorder:
 
     @staticmethod
     def _compare_inputs(stat: LineStat, values: dict) -> None:
-        """At a statement's first run in a loop, its inputs' sums; at each run captured
-        again, which of them differ (the same inputs, the same value: loop-invariant, the
-        whole statement or a part reading only the same ones). A name known to differ is not
-        summed again; once every name has, nothing is."""
-        if not stat.statement.loop or (stat.hits > 1 and stat.input_sums is None):
+        """At the first run of a statement in a loop or a function, its inputs' sums; at each
+        run captured again, which of them differ (the same inputs, the same value:
+        loop-invariant, the whole statement or a part reading only the same ones). A name
+        known to differ is not summed again; once every name has, nothing is. The first run,
+        not the second, is the reference even where it costs a function called once its sums:
+        calls alternating between two arrays show at the second."""
+        st = stat.statement
+        if (st.loop is None and st.function is None) or (stat.hits > 1
+                                                         and stat.input_sums is None):
             return
         try:  # in the program's own run: nothing here may raise into it
             if stat.hits == 1:

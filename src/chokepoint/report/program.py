@@ -121,12 +121,19 @@ def cause_evidence(cause: dict) -> str:
                 f"against {_ms(cause['as_written_s'])} as written: not faster, whatever the "
                 "bytes the passes move")
     if kind == "loop-invariant":
+        where = cause.get("where") or f"each run of the loop at {cause['loop']}"
+        once = ("once would do" if cause.get("function")
+                else f"{cause['entries']} time(s) would do")
+        if cause.get("update"):
+            return (f"it only updates `{cause['name']}`, which {_listed(cause['with'])} "
+                    f"computes the same on {where}: with it, {once}")
         what = (f"what `{cause['name']}` reads was the same" if cause.get("part")
                 else "it read the same values")
+        also = (f" (with {_listed(cause['with'])}, which only update(s) it)"
+                if cause.get("with") else "")
         return (f"{what} on the {cause['compared']} of its {cause['hits']} runs "
                 "compared (its first, 2nd, 4th, 8th...): it computes the same "
-                f"`{cause['name']}` on each run of the loop at {cause['loop']}, "
-                f"{cause['entries']} time(s) would do")
+                f"`{cause['name']}`{also} on {where}, {once}")
     if kind == "group-by-masks":
         mask = f"`{cause['mask']}`" if cause["mask"] else "the comparison"
         lines = cause["lines"]
@@ -198,6 +205,10 @@ def cause_suggestion(cause: dict, line: dict) -> str:
                 "np.ascontiguousarray(a.transpose(...)) before the loop, the indices reordered), "
                 "so that each slice is contiguous")
     if kind == "loop-invariant":
+        if cause.get("function"):
+            return (f"compute `{cause['name']}` once, outside the function at "
+                    f"{cause['loop']} (pass it in, or keep it between calls): nothing it "
+                    "reads changed from call to call")
         return (f"compute `{cause['name']}` once, before the loop at {cause['loop']} (nothing "
                 "it reads changes inside it)")
     if kind == "group-by-masks":
