@@ -60,7 +60,12 @@ def test_a_key_compared_with_the_loops_variable(code, expected):
     ("for store in x: pass", True), ("sel = store == s", False), ("n = store.sum()", False),
     ("store.sort()", True), ("np.random.shuffle(store)", True), ("np.add(a, b, out=store)", True),
     ("x[store], y = 1, 2", False), ("n = np.count_nonzero(store == s)", False),
-    ("a, store = 1, 2", True)])
+    ("a, store = 1, 2", True),
+    # NumPy's functions read what they are handed, but for those that write into it
+    ("y = np.interp(q, store, fp)", False), ("n = np.linalg.norm(store)", False),
+    ("np.add(store, b, c)", False), ("np.add(a, b, store)", True), ("np.copyto(store, b)", True),
+    ("np.add.at(store, i, 1)", True), ("np.fill_diagonal(store, 0)", True),
+    ("np.cumsum(a, out=store)", True), ("f(store)", True)])
 def test_a_key_bound_or_written_in_the_loop(code, stored):
     assert stores(code, "store") == stored
 

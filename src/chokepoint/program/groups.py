@@ -278,9 +278,41 @@ def stores(code: str, name: str) -> bool:
                 return True  # a method of the key that may change it (sort, fill, put...)
             if any(isinstance(a, ast.Name) and a.id == name
                    for a in (*node.args, *(k.value for k in node.keywords))) \
-                    and not _reads_only(f):
+                    and not _reads_only(f) and not _numpy_reads(node, name):
                 return True
     return False
+
+
+#: NumPy's functions (and the ``at`` of its ufuncs, its ``random`` module) that write into an
+#: array they are handed
+_NUMPY_WRITERS = frozenset({"copyto", "put", "place", "putmask", "fill_diagonal",
+                            "put_along_axis", "shuffle", "random", "at"})
+
+
+def _numpy_reads(call: ast.Call, name: str) -> bool:
+    """Whether ``call`` is of a NumPy function that only reads ``name``: not one of
+    :data:`_NUMPY_WRITERS`, ``name`` not its ``out=``, and among a ufunc's inputs, not past
+    them (``np.add(a, b, a)`` writes ``a``)."""
+    chain, f = [], call.func
+    while isinstance(f, ast.Attribute):
+        chain.append(f.attr)
+        f = f.value
+    if not (chain and isinstance(f, ast.Name) and f.id in ("np", "numpy")) \
+            or set(chain) & _NUMPY_WRITERS:
+        return False
+    for k in call.keywords:
+        if k.arg is None or (k.arg == "out" and any(
+                isinstance(n, ast.Name) and n.id == name for n in ast.walk(k.value))):
+            return False  # out= it, or **kwargs that may hold it
+    func = np
+    for attr in reversed(chain):
+        func = getattr(func, attr, None)
+    if func is None:
+        return False
+    if isinstance(func, np.ufunc):
+        return not any(isinstance(a, ast.Name) and a.id == name
+                       for a in call.args[func.nin:])
+    return True
 
 
 #: calls that only read their arguments (the pattern's own scans, NumPy's reductions)
