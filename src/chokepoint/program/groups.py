@@ -420,7 +420,9 @@ def attach(rows: dict[int, dict], stats: list[LineStat], display: Callable[[Line
 def first_claim(row: dict, cause: dict) -> None:
     """Give a report's ``row`` a cause measured on its whole loop (the reason the line runs at
     all) first in its ledger: its other causes scaled to what is left of the line's time, in
-    proportion; its recoverable time at least the cause's."""
+    proportion; its recoverable time at least the cause's. The cause says so
+    (``first: True``): what it holds is recoverable whatever the work's floor."""
+    cause = {**cause, "first": True}
     line_s, seconds = row["time_s"], cause["seconds"]
     others = [dict(c) for c in row["causes"]]
     taken = sum(c["seconds"] for c in others)

@@ -366,7 +366,7 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
     # a line computing the same value on every run of its loop
     attach_invariant(by_stat, stats, _source, min_seconds=0.01 * wall_s, deadline=deadline)
     for row in rows:
-        if any(c["kind"] in ("group-by-masks", "loop-invariant") for c in row["causes"]):
+        if any(c.get("first") for c in row["causes"]):
             top = row["causes"][0]
             row["cause"] = top["kind"] if top["seconds"] >= CAUSE_SHARE * row["time_s"] else None
     release_strided()

@@ -44,9 +44,6 @@ def _listed(codes: list[str], shown: int = 3) -> str:
     return ", ".join(codes[:shown]) + more
 
 
-#: causes that claim a line's time before its operations' (the loop or the function makes it
-#: run at all): what they hold is recoverable, whatever the work's floor
-FIRST_CLAIMS = ("loop-invariant", "group-by-masks")
 #: a cause besides the largest has its advice said where it holds this share of the line
 SECOND_ADVICE = 0.25
 
@@ -335,8 +332,10 @@ def _headline_lines(r) -> list[str]:
                          if top["rewrite"] else "")
             out.append(f"  not explained: {_ms(left)} of its {_ms(top['time_s'])} (no probe "
                        f"measured a cause for it{rewritten})")
-        claimed = next((c for c in top["causes"] if c["kind"] in FIRST_CLAIMS), None)
-        if top.get("unseen_s", 0.0) > 0.25 * top["time_s"] and claimed is None:
+        # a cause with the first claim on the line's time (a loop-invariant line, a group-by)
+        # holds what it holds whatever the work's floor
+        claimed = any(c.get("first") for c in top["causes"])
+        if top.get("unseen_s", 0.0) > 0.25 * top["time_s"] and not claimed:
             counted = ("only what the rewrite below saves is counted as recoverable"
                        if top["rewrite"] else "that time is not counted as recoverable")
             out.append(f"  {_ms(top['unseen_s'])} of it ran in work whose floor chokepoint "
