@@ -47,6 +47,7 @@ from .joined import assigned_name, joined_distances, sorted_extreme
 from .record import PAGE_BYTES, LineStat
 from .replay import grown_name, is_simple_name_assign, prepare, run_once, timed_under
 from .strided import strided_line, timed_layouts
+from .vectorise import vectorised_loop
 
 __all__ = ["Cause", "LineAnalysis", "analyse_line", "call_cost", "kept_share",
            "one_time", "program_refaults", "python_lists", "python_numbers",
@@ -471,14 +472,17 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
                  deadline: float = math.inf, include: tuple[str, ...] = (),
                  run_deadline: float = math.inf,
                  producer: Callable[[str], LineStat | None] | None = None,
-                 consumer: Callable[[], LineStat | None] | None = None) -> LineAnalysis:
+                 consumer: Callable[[], LineStat | None] | None = None,
+                 loop_header: Callable[[], LineStat | None] | None = None) -> LineAnalysis:
     """Replay ``stat`` and measure its causes.
 
     The line-level causes (fresh memory, BLAS threads, a large intermediate) are measured
     until ``run_deadline`` (the run's whole budget); the rewrite and the operations' probes
     until ``deadline`` (the line's share of it). ``producer``: the statement that made a name
     the line reads (two lines of pairwise distances are rewritten together, :mod:`.joined`);
-    ``consumer``: the statement after it (a sort whose extreme the next line takes).
+    ``consumer``: the statement after it (a sort whose extreme the next line takes);
+    ``loop_header``: the header of the loop holding it (a loop over rows vectorised,
+    :mod:`.vectorise`).
 
     Raises
     ------
@@ -744,6 +748,10 @@ def analyse_line(stat: LineStat, roof: Roofline, settings: ProbeSettings,
               else [])
     if rewrite and consumer is not None and time.perf_counter() < run_deadline:
         joined += _extreme(stat, consumer, settings, notes, include)
+    if rewrite and loop_header is not None and time.perf_counter() < run_deadline:
+        header = loop_header()
+        if header is not None:
+            joined += _with_line(stat, header, vectorised_loop, settings, notes, include)
     rewrite_out = _rewrite(found_rewrite,
                            in_lines + [block_rewrite] * bool(block_rewrite) + joined,
                            replay_s, stat, line_s, notes)

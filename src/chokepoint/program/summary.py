@@ -25,6 +25,7 @@ from .joined import consumer_of, producer_of
 from .record import LineStat, Recorder
 from .replay import ReplayError, grown_name
 from .strided import release as release_strided
+from .vectorise import header_of
 
 __all__ = ["CLOSE", "LITTLE", "SCHEMA", "ProgramReport", "analyse_program", "recoverable",
            "uncertain"]
@@ -348,7 +349,9 @@ def analyse_program(recorder: Recorder, *, program: str, argv: list[str], exit_s
                                                producer=functools.partial(
                                                    producer_of, stats, stat),
                                                consumer=functools.partial(
-                                                   consumer_of, stats, stat)), wall_s)
+                                                   consumer_of, stats, stat),
+                                               loop_header=functools.partial(
+                                                   header_of, stats, stat)), wall_s)
         except ReplayError as exc:
             row["why_not"] = f"not replayed: {exc}"
         except (Exception, SystemExit) as exc:  # one line's failure never loses the report

@@ -262,6 +262,10 @@ def grows_advice(line: dict) -> str:
 def joins_text(joins: dict) -> str:
     """What a rewrite of two lines replaces (:mod:`chokepoint.program.joined`)."""
     first, second = joins["lines"]
+    if joins.get("loop"):
+        return (f"in place of the loop at lines {first}-{second}: it took "
+                f"{_ms(joins['lines_s'])} a run over its {joins['rows']:,} rows, timed side "
+                "by side with it")
     return (f"in place of lines {first} and {second}, where {joins['name']} is not used "
             f"otherwise: the two lines took {_ms(joins['lines_s'])} a run, timed side by "
             "side with it")
