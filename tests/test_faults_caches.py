@@ -350,3 +350,29 @@ def test_a_kernel_whose_cache_cannot_be_written_runs_uncached(tmp_path, monkeypa
 
     with pytest.warns(RuntimeWarning, match="could not cache a kernel .*No space left"):
         assert jit.njit(twice)(21) == 42
+
+
+def test_a_kernel_is_saved_to_numbas_cache_under_a_lock_on_its_index(tmp_path):
+    # numba picks a saved kernel's data file from its index: two processes saving two
+    # signatures of one kernel at once could leave one entry naming the other's code
+    from types import SimpleNamespace
+
+    from chokepoint.jit import _guarded_save
+
+    cache = SimpleNamespace(cache_path=str(tmp_path), _impl=SimpleNamespace(filename_base="k"))
+    held = []
+
+    def save(sig, data):
+        with open(tmp_path / "k.lock") as other:  # another process's attempt, in effect
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                held.append(True)
+            else:
+                fcntl.flock(other, fcntl.LOCK_UN)
+                held.append(False)
+
+    _guarded_save(cache, save)(("float64",), b"")
+    assert held == [True]
+    with open(tmp_path / "k.lock") as after:  # released
+        fcntl.flock(after, fcntl.LOCK_EX | fcntl.LOCK_NB)

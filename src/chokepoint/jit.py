@@ -92,7 +92,7 @@ def _cache(compiled) -> None:
     # cache's load and save, and a third-party library's internals are not chokepoint's names
     cache = compiled._cache
     cache.load_overload = _guarded_load(cache, cache.load_overload)
-    cache.save_overload = _guarded_save(cache.save_overload)
+    cache.save_overload = _guarded_save(cache, cache.save_overload)
 
 
 def _guarded_load(cache, load: Callable) -> Callable:
@@ -113,17 +113,40 @@ def _guarded_load(cache, load: Callable) -> Callable:
     return load_overload
 
 
-def _guarded_save(save: Callable) -> Callable:
-    """``cache.save_overload`` that leaves the kernel uncached where it cannot be written."""
+def _guarded_save(cache, save: Callable) -> Callable:
+    """``cache.save_overload`` that leaves the kernel uncached where it cannot be written, and
+    saves under a lock on the function's index: numba reads its index, picks the first free
+    data file and writes both, so that two processes saving two signatures of one kernel at
+    once could leave one signature's entry naming the other's machine code."""
 
     def save_overload(sig, data) -> None:
         try:
-            save(sig, data)
+            lock = Path(cache.cache_path) / f"{cache._impl.filename_base}.lock"
+            with _locked(lock):
+                save(sig, data)
         except Exception as exc:  # a full disk, a folder made read-only: the kernel runs
             _warn_once("unsaved", "chokepoint: numba could not cache a kernel "
                        f"({type(exc).__name__}: {exc}); it is compiled again in each process")
 
     return save_overload
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """Hold an exclusive lock on ``path`` (created where missing) across processes; no lock
+    where the platform has no ``fcntl`` (Windows)."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _remove_files(folder: Path, base: str) -> None:

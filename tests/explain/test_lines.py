@@ -545,6 +545,17 @@ def test_a_histogram_of_integers_by_scatter_add_is_counted_exactly(monkeypatch):
         is None
     assert _scatter({"out": np.zeros(7), "s": labels, "p": labels},
                     "np.add.at(out, (s, p), 1.0)") is None
+    # a number by name may be another, or infinite, at the next run (inf times a count of 0
+    # is NaN where np.add.at adds nothing); a float16 count saturates; unsigned counts: no
+    assert _scatter({"out": np.zeros(7), "labels": labels, "w": 1.0},
+                    "np.add.at(out, labels, w)") is None
+    assert _scatter({"out": np.zeros(7, np.float16), "labels": labels},
+                    "np.add.at(out, labels, 1)") is None
+    assert _scatter({"out": np.zeros(7, np.uint32), "labels": labels},
+                    "np.add.at(out, labels, 1)") is None
+    # a starred tuple: its rewrite's code did not compile, and the check raised
+    found = _scatter({"out": np.zeros(7), "idx": (labels,)}, "np.add.at(out, (*idx,), 1)")
+    assert found is None or "bincount" in found["statement"]
 
 
 def test_a_scatter_add_into_nan_keeps_its_nan(monkeypatch):

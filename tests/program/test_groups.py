@@ -65,7 +65,12 @@ def test_a_key_compared_with_the_loops_variable(code, expected):
     ("y = np.interp(q, store, fp)", False), ("n = np.linalg.norm(store)", False),
     ("np.add(store, b, c)", False), ("np.add(a, b, store)", True), ("np.copyto(store, b)", True),
     ("np.add.at(store, i, 1)", True), ("np.fill_diagonal(store, 0)", True),
-    ("np.cumsum(a, out=store)", True), ("f(store)", True)])
+    ("np.cumsum(a, out=store)", True), ("f(store)", True),
+    # views of it, written through later; an output by position; copy=False
+    ("v = np.reshape(store, -1)", True), ("v = np.asarray(store)", True),
+    ("np.dot(x, y, store)", True), ("np.clip(x, 0, 1, store)", True),
+    ("np.add.reduce(x, 0, None, store)", True), ("np.nan_to_num(store, copy=False)", True),
+    ("y = np.fft.rfft(store)", False), ("y = np.sort(store)", False)])
 def test_a_key_bound_or_written_in_the_loop(code, stored):
     assert stores(code, "store") == stored
 

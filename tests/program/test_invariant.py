@@ -224,3 +224,54 @@ def test_a_line_that_only_normalises_a_loop_invariant_value_goes_with_it(tmp_pat
     assert cause["with"] == [lines["7"]["source"]] and cause["entries"] == 1
     assert lines["7"]["causes"][0]["update"]
     assert not any(c["kind"] == "loop-invariant" for c in lines["8"]["causes"])
+
+
+def test_what_goes_with_a_loop_invariant_line_or_a_functions_line_is_never_changed(
+        tmp_path, roof):
+    (tmp_path / "table.npy").write_bytes(b"")
+    lines = _lines(tmp_path, roof, """\
+        import numpy as np
+        grid = np.linspace(0.0, 5.0, 300_000)
+        acc = 0.0
+        for k in range(40):
+            w = np.exp(-grid * grid)
+            acc += float(w[k])  # reads w before the update below
+            w /= w.sum()
+        def f(k):
+            p = np.ones(300_000)
+            cdf = np.cumsum(p)
+            p[0] = k  # changes what the update reads
+            cdf /= p.sum()
+            return cdf[-1]
+        def window(n):
+            w = np.cos(np.linspace(0.0, 3.0, n))
+            return w  # handed to the caller, who changes it
+        def load(path):
+            return np.load(path).sum()  # the file is written again between calls
+        for k in range(40):
+            acc += f(k)
+            win = window(300_000)
+            win *= k
+            np.save("table.npy", np.full(100_000, float(k % 3)))
+            acc += load("table.npy")
+        """)
+    # the whole line computed once: never (a part of line 5, -grid * grid, is the same each run)
+    for number in ("5", "7", "10", "12", "15", "18"):
+        assert not any(c["kind"] == "loop-invariant" and not c["part"]
+                       for c in lines[number]["causes"]), (number, lines[number]["causes"])
+
+
+def test_a_strided_inputs_checksum_copies_a_chunk_at_a_time():
+    # a copy of all of a strided input grew the process's peak before a line's first run:
+    # an allocation the line did not make
+    import tracemalloc
+
+    a = np.random.default_rng(0).random((1000, 2000))[:, ::2]  # 8 MB, strided
+    tracemalloc.start()
+    try:
+        sums = input_sums({"a": a})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * 2**20, peak
+    assert sums == input_sums({"a": np.ascontiguousarray(a)})

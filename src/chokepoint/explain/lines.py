@@ -1265,12 +1265,13 @@ def _check_exp(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | No
     return found
 
 
-def _add_at_operands(a, i, v) -> tuple[tuple[np.ndarray, ...], bool] | None:
+def _add_at_operands(a, i, v, v_node: ast.expr) -> tuple[tuple[np.ndarray, ...], bool] | None:
     """The index arrays of ``np.add.at(a, i, v)`` and whether ``v`` is one number, where
-    bincount computes the same sums: ``a`` a float array (an integer one where ``v`` is an
-    integer: exact), ``i`` a 1-D array of non-negative positions along ``a``'s first axis or
-    a tuple of such arrays, one per leading axis, and ``v`` a number or one value (a row of
-    ``a``'s remaining axes) per position."""
+    bincount computes the same sums: ``a`` a float array of 32 bits or more (an integer one
+    where ``v`` is an integer: exact), ``i`` a 1-D array of non-negative positions along
+    ``a``'s first axis or a tuple of such arrays, one per leading axis, and ``v`` one value (a
+    row of ``a``'s remaining axes) per position or a number written as such (``v_node``: a
+    name's value may be another number, infinite, at the next run)."""
     index = i if type(i) is tuple else (i,)
     if not (type(a) is np.ndarray and a.size and 1 <= len(index) <= a.ndim
             and all(type(k) is np.ndarray and k.dtype.kind in "iu" and k.ndim == 1
@@ -1278,13 +1279,13 @@ def _add_at_operands(a, i, v) -> tuple[tuple[np.ndarray, ...], bool] | None:
             and all(k.min() >= 0 and k.max() < n
                     for k, n in zip(index, a.shape[:len(index)], strict=True))):
         return None
-    scalar = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+    scalar = isinstance(v_node, ast.Constant) and type(v_node.value) in (int, float)
     if not scalar and not (type(v) is np.ndarray and v.dtype.kind in "fiub"
                            and v.shape == index[0].shape + a.shape[len(index):]):
         return None
-    if a.dtype.kind != "f" and not (a.dtype.kind in "iu" and scalar
-                                    and isinstance(v, (int, np.integer))):
-        return None
+    if (a.dtype.kind != "f" or a.dtype.itemsize < 4) and not (
+            a.dtype.kind == "i" and scalar and type(v) is int):
+        return None  # float16 saturates where the count does not
     return index, scalar
 
 
@@ -1298,7 +1299,7 @@ def _check_add_at(capture_: LineCapture, p: _Pattern, min_time: float) -> dict |
             or ast.unparse(parsed[1]) != p.original:
         return None  # its value used, or more on its line: left alone
     values = _operand_values(capture_, [p.operands[k] for k in ("a", "i", "v")])
-    found = None if values is None else _add_at_operands(*values)
+    found = None if values is None else _add_at_operands(*values, p.operands["v"])
     if found is None:
         return None
     a, i, v = values
@@ -1327,10 +1328,10 @@ def _check_add_at(capture_: LineCapture, p: _Pattern, min_time: float) -> dict |
         sums = f"{v_code} * {sums}"
     # into the array by out=: "a +=" would make a global or enclosing name a local
     code = f"np.add({name}, {sums}, out={name})"
-    compiled = compile(code, "<pattern>", "exec")
     ours, theirs = a.copy(), a.copy()
-    np.add.at(theirs, i, v)
     try:
+        compiled = compile(code, "<pattern>", "exec")
+        np.add.at(theirs, i, v)
         exec(compiled, {**capture_.env, "np": np, name: ours})
     except Exception:
         return None

@@ -283,36 +283,40 @@ def stores(code: str, name: str) -> bool:
     return False
 
 
-#: NumPy's functions (and the ``at`` of its ufuncs, its ``random`` module) that write into an
-#: array they are handed
-_NUMPY_WRITERS = frozenset({"copyto", "put", "place", "putmask", "fill_diagonal",
-                            "put_along_axis", "shuffle", "random", "at"})
+#: NumPy's functions that return a new array (never a view of an argument) and take no
+#: output argument, so that an array handed to them is only read
+_NUMPY_COPIES = frozenset({
+    "interp", "searchsorted", "digitize", "histogram", "histogram2d", "histogramdd",
+    "bincount", "unique", "sort", "argsort", "lexsort", "count_nonzero", "nonzero",
+    "flatnonzero", "argwhere", "diff", "ediff1d", "gradient", "convolve", "correlate",
+    "polyval", "polyfit", "tile", "repeat", "kron", "copy", "array_equal", "allclose",
+    "isclose", "isin", "in1d", "intersect1d", "union1d", "setdiff1d", "cov", "corrcoef",
+    "norm", "det", "slogdet", "inv", "pinv", "solve", "lstsq", "eig", "eigh", "eigvals",
+    "eigvalsh", "svd", "qr", "cholesky", "matrix_rank", "fft", "ifft", "rfft", "irfft",
+    "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn", "irfftn", "fftshift",
+    "ifftshift"})
 
 
 def _numpy_reads(call: ast.Call, name: str) -> bool:
-    """Whether ``call`` is of a NumPy function that only reads ``name``: not one of
-    :data:`_NUMPY_WRITERS`, ``name`` not its ``out=``, and among a ufunc's inputs, not past
-    them (``np.add(a, b, a)`` writes ``a``)."""
+    """Whether ``call`` only reads ``name``: a function of :data:`_NUMPY_COPIES` (in ``np``,
+    ``np.linalg`` or ``np.fft``), or a ufunc with ``name`` among its inputs (``np.add(a, b,
+    a)`` writes ``a``) and not its ``out=``."""
     chain, f = [], call.func
     while isinstance(f, ast.Attribute):
         chain.append(f.attr)
         f = f.value
-    if not (chain and isinstance(f, ast.Name) and f.id in ("np", "numpy")) \
-            or set(chain) & _NUMPY_WRITERS:
+    if not (chain and isinstance(f, ast.Name) and f.id in ("np", "numpy")) or len(chain) > 2 \
+            or (len(chain) == 2 and chain[1] not in ("linalg", "fft")):
         return False
-    for k in call.keywords:
-        if k.arg is None or (k.arg == "out" and any(
-                isinstance(n, ast.Name) and n.id == name for n in ast.walk(k.value))):
-            return False  # out= it, or **kwargs that may hold it
+    if any(k.arg is None or k.arg in ("out", "copy", "overwrite_input") for k in call.keywords):
+        return False  # out=, copy=False, or **kwargs that may hold either
     func = np
     for attr in reversed(chain):
         func = getattr(func, attr, None)
-    if func is None:
-        return False
     if isinstance(func, np.ufunc):
         return not any(isinstance(a, ast.Name) and a.id == name
                        for a in call.args[func.nin:])
-    return True
+    return func is not None and chain[0] in _NUMPY_COPIES
 
 
 #: calls that only read their arguments (the pattern's own scans, NumPy's reductions)

@@ -114,7 +114,7 @@ def hoistable(stat: LineStat, stats: list[LineStat], by_key: dict) -> str | None
         return None
     if unseen_calls(tree, {**stat.capture.globals, **stat.capture.values}):
         return None  # a random generator's draw reads the same generator and differs
-    if name in scope.header.statement.names:
+    if name in scope.header.statement.names or _reads_files(tree):
         return None
     kept = updates(stat, name, stats, by_key)
     for other in stats:
@@ -126,7 +126,50 @@ def hoistable(stat: LineStat, stats: list[LineStat], by_key: dict) -> str | None
         if (stores(o.code, name) and other not in kept) or (o.line < st.line
                                                             and name in o.names):
             return None
+        if scope.function and _hands_out(o.code, name):
+            return None  # the caller may change it: a value kept between calls would change
     return name
+
+
+#: NumPy's functions that read a file, whose content a program may change between runs
+_FILE_READERS = frozenset({"load", "loadtxt", "genfromtxt", "fromfile", "memmap",
+                           "fromregex", "open"})
+
+
+def _reads_files(tree: ast.AST) -> bool:
+    """Whether a statement calls something that reads a file (``np.load``, ``open``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(
+                f, ast.Name) else ""
+            if name in _FILE_READERS:
+                return True
+    return False
+
+
+def _hands_out(code: str, name: str) -> bool:
+    """Whether a statement hands ``name`` itself to its function's caller or to an object
+    (``return w``, ``yield w, x``, ``self.w = w``, ``cache[k] = w``)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return True
+
+    def bare(value: ast.AST | None) -> bool:
+        if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
+            return any(bare(e) for e in value.elts)
+        if isinstance(value, ast.Dict):
+            return any(bare(v) for v in value.values)
+        return isinstance(value, ast.Name) and value.id == name
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)) and bare(node.value):
+            return True
+        if isinstance(node, ast.Assign) and bare(node.value) and any(
+                isinstance(t, (ast.Attribute, ast.Subscript)) for t in node.targets):
+            return True
+    return False
 
 
 def updates(stat: LineStat, name: str, stats: list[LineStat], by_key: dict
@@ -141,20 +184,32 @@ def updates(stat: LineStat, name: str, stats: list[LineStat], by_key: dict
         return []
     same = set(stat.input_sums) - stat.varying
     ns = {**stat.capture.globals, **stat.capture.values}
-    found = []
-    for other in stats:
+    later = sorted((o for o in stats if o is not stat and o.statement.code
+                    and o.statement.line > st.line and scope.holds(o, by_key)),
+                   key=lambda o: o.statement.line)
+    found: list[LineStat] = []
+    between: list[LineStat] = []  # the other lines from stat to the update
+    for other in later:
         o = other.statement
-        if (other is stat or o.line <= st.line or not o.code or not scope.holds(other, by_key)
-                or not stores(o.code, name)):
+        if not stores(o.code, name):
+            between.append(other)
             continue
         try:
             tree = ast.parse(o.code)
         except SyntaxError:
-            return []
+            return found
+        reads = set(o.names) - {name}
+        # a line between that reads the name sees it before the update, or changes what
+        # the update reads: computed once, both would see something else
         if (other.hits == stat.hits and o.loop == st.loop and o.function == st.function
-                and set(o.names) - {name} <= same and not unseen_calls(tree, ns)
-                and not any(isinstance(n, _NOT_EVERY_RUN) for n in ast.walk(tree))):
+                and reads <= same and not unseen_calls(tree, ns)
+                and not any(isinstance(n, _NOT_EVERY_RUN) for n in ast.walk(tree))
+                and not any(name in b.statement.names
+                            or any(stores(b.statement.code, r) for r in reads)
+                            for b in between)):
             found.append(other)
+        else:
+            return found  # later updates follow a write that does not go with it
     return found
 
 
@@ -198,7 +253,7 @@ def invariant_parts(stat: LineStat, stats: list[LineStat], by_key: dict) -> list
             names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
             if (names and names <= same and not names & header_names
                     and not any(stores(code, n) for code in lines for n in names)
-                    and not unseen_calls(node, ns)):
+                    and not unseen_calls(node, ns) and not _reads_files(node)):
                 found.append(node)
                 return
         if isinstance(node, _NOT_EVERY_RUN):

@@ -251,8 +251,7 @@ def input_sums(values: dict[str, object]) -> dict[str, object] | None:
             total += value.nbytes
             if total > INVARIANT_BYTES:
                 return None
-            data = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
-            sums[name] = (value.shape, value.dtype.str, zlib.crc32(data))
+            sums[name] = (value.shape, value.dtype.str, _crc(value))
         elif isinstance(value, _IMMUTABLE):
             sums[name] = value
         elif isinstance(value, type(np)) and value.__name__ in CONSTANT_MODULES:
@@ -260,6 +259,24 @@ def input_sums(values: dict[str, object]) -> dict[str, object] | None:
         else:
             sums[name] = object()
     return sums
+
+
+#: bytes of a strided array copied at a time to be checksummed (a copy of all of it grew the
+#: process's peak before the line's first run: an allocation the line did not make)
+CRC_CHUNK = 2**20
+
+
+def _crc(value: np.ndarray) -> int:
+    """CRC-32 of an array's bytes in C order, copied at most :data:`CRC_CHUNK` at a time."""
+    if value.flags.c_contiguous:
+        return zlib.crc32(value.reshape(-1).view(np.uint8))
+    if value.ndim == 0:
+        return zlib.crc32(np.ascontiguousarray(value).view(np.uint8))
+    step = max(1, CRC_CHUNK // max(1, value[:1].nbytes))
+    crc = 0
+    for start in range(0, len(value), step):
+        crc = zlib.crc32(np.ascontiguousarray(value[start:start + step]).view(np.uint8), crc)
+    return crc
 
 
 def _equal_sums(a: object, b: object) -> bool:
