@@ -1,14 +1,13 @@
 """A line computing the same value on every run of its loop (``program/invariant.py``)."""
 
-import textwrap
-
 import numpy as np
 import pytest
 
-from chokepoint.program import run_program
 from chokepoint.program.invariant import compared_runs
 from chokepoint.program.record import input_sums
 from chokepoint.report.program import cause_evidence, cause_suggestion
+
+from ._programs import lines_of
 
 
 def test_inputs_compare_by_their_values_and_nothing_else_is_comparable():
@@ -39,16 +38,11 @@ def test_the_runs_compared_are_those_captured_again(hits, runs):
     assert compared_runs(hits) == runs
 
 
-def _lines(tmp_path, roof, source):
-    path = tmp_path / "prog.py"
-    path.write_text(textwrap.dedent(source))
-    report = run_program(str(path), roof=roof, budget_s=20)
-    return {r["source"].rsplit(":", 1)[1]: r for r in report.lines}
 
 
 def test_a_line_computing_the_same_value_each_run_is_loop_invariant(tmp_path, roof):
     # unit vectors of the same rays for each of 40 spheres
-    lines = _lines(tmp_path, roof, """\
+    lines = lines_of(tmp_path, roof, """\
         import numpy as np
         rng = np.random.default_rng(0)
         rays = rng.standard_normal((100_000, 3))
@@ -65,7 +59,7 @@ def test_a_line_computing_the_same_value_each_run_is_loop_invariant(tmp_path, ro
 
 
 def test_a_fresh_buffer_a_draw_or_a_periodic_update_is_not_loop_invariant(tmp_path, roof):
-    lines = _lines(tmp_path, roof, """\
+    lines = lines_of(tmp_path, roof, """\
         import numpy as np
         rng = np.random.default_rng(0)
         x = rng.standard_normal(200_000)
@@ -86,7 +80,7 @@ def test_a_fresh_buffer_a_draw_or_a_periodic_update_is_not_loop_invariant(tmp_pa
 def test_a_value_read_before_it_is_computed_in_the_loop_is_not_loop_invariant(tmp_path, roof):
     # the first run of line 6 reads the scale the loop was entered with (1.0): hoisting line 7
     # would change it
-    lines = _lines(tmp_path, roof, """\
+    lines = lines_of(tmp_path, roof, """\
         import numpy as np
         x = np.random.default_rng(0).standard_normal(300_000)
         base, scale = 2.0, np.ones(300_000)
@@ -102,7 +96,7 @@ def test_a_value_read_before_it_is_computed_in_the_loop_is_not_loop_invariant(tm
 def test_a_part_of_a_line_reading_the_same_values_each_run_is_loop_invariant(tmp_path, roof):
     # a gather of the same table by the same indices on each of 20 runs, added to what
     # changes: the gather once before the loop does the same
-    lines = _lines(tmp_path, roof, """\
+    lines = lines_of(tmp_path, roof, """\
         import numpy as np
         rng = np.random.default_rng(0)
         w = rng.random(200_000)
@@ -127,7 +121,7 @@ def test_another_modules_array_changed_by_a_function_is_not_loop_invariant(tmp_p
     # params.W is changed by update() at every run: the module is read by name, its arrays
     # are not the same from run to run
     (tmp_path / "params.py").write_text("import numpy as np\nW = np.zeros(200_000)\n")
-    lines = _lines(tmp_path, roof, """\
+    lines = lines_of(tmp_path, roof, """\
         import numpy as np
         import params
         rng = np.random.default_rng(0)
@@ -146,7 +140,7 @@ def test_another_modules_array_changed_by_a_function_is_not_loop_invariant(tmp_p
 def test_a_scalar_part_is_not_charged_for_evaluating_it_alone(tmp_path, roof):
     # w[0] and b[0] are the same each run, 55 ns each inline: timed alone through eval they
     # took 180 ns, and the claim was the whole line
-    lines = _lines(tmp_path, roof, """\
+    lines = lines_of(tmp_path, roof, """\
         import numpy as np
         x = np.random.default_rng(0).random(1000)
         w, b = np.ones(4), np.zeros(4)
@@ -163,7 +157,7 @@ def test_a_scalar_part_is_not_charged_for_evaluating_it_alone(tmp_path, roof):
 def test_a_table_a_function_rebuilds_the_same_at_each_call_is_computed_once(tmp_path, roof):
     # a sampler's cumulative table, built from the same density at each of 60 calls and then
     # normalised in place: both lines compute what one call would
-    lines = _lines(tmp_path, roof, """\
+    lines = lines_of(tmp_path, roof, """\
         import numpy as np
         GRID = np.linspace(0.0, 1.0, 300_001)
         def sample(rng, density, n):
@@ -192,7 +186,7 @@ def test_a_table_a_function_rebuilds_the_same_at_each_call_is_computed_once(tmp_
 def test_a_function_called_on_two_arrays_in_turn_is_not_computing_the_same(tmp_path, roof):
     # the runs compared are the 2nd, 4th, 8th...: all on the second array; the first run is
     # the reference, on the first one
-    lines = _lines(tmp_path, roof, """\
+    lines = lines_of(tmp_path, roof, """\
         import numpy as np
         rng = np.random.default_rng(0)
         a, b = rng.random(300_000), rng.random(300_000)
@@ -209,7 +203,7 @@ def test_a_function_called_on_two_arrays_in_turn_is_not_computing_the_same(tmp_p
 
 def test_a_line_that_only_normalises_a_loop_invariant_value_goes_with_it(tmp_path, roof):
     # before, "w /= w.sum()" writing into w made line 6 changed in the loop: not hoistable
-    lines = _lines(tmp_path, roof, """\
+    lines = lines_of(tmp_path, roof, """\
         import numpy as np
         grid = np.linspace(0.0, 5.0, 400_000)
         data = np.random.default_rng(0).random((40, 400_000))
@@ -229,7 +223,7 @@ def test_a_line_that_only_normalises_a_loop_invariant_value_goes_with_it(tmp_pat
 def test_what_goes_with_a_loop_invariant_line_or_a_functions_line_is_never_changed(
         tmp_path, roof):
     (tmp_path / "table.npy").write_bytes(b"")
-    lines = _lines(tmp_path, roof, """\
+    lines = lines_of(tmp_path, roof, """\
         import numpy as np
         grid = np.linspace(0.0, 5.0, 300_000)
         acc = 0.0

@@ -1,13 +1,13 @@
 """A loop over rows written as one statement over all of them (``program/vectorise.py``)."""
 
 import ast
-import textwrap
 
 import numpy as np
 import pytest
 
-from chokepoint.program import run_program
 from chokepoint.program.vectorise import batched, loop_form
+
+from ._programs import lines_of
 
 RNG = np.random.default_rng(0)
 NS = {"np": np, "diff": RNG.random((40, 3)), "prec": RNG.random((3, 3)), "w": RNG.random(3),
@@ -59,15 +59,8 @@ def test_the_loop_form(header, body, found):
     assert (form[:2] if form is not None else None) == found
 
 
-def _run(tmp_path, roof, source):
-    path = tmp_path / "prog.py"
-    path.write_text(textwrap.dedent(source))
-    report = run_program(str(path), roof=roof, budget_s=20)
-    return {r["source"].rsplit(":", 1)[1]: r for r in report.lines}
-
-
 def test_a_quadratic_form_row_by_row_gets_one_einsum(tmp_path, roof):
-    lines = _run(tmp_path, roof, """\
+    lines = lines_of(tmp_path, roof, """\
         import numpy as np
         rng = np.random.default_rng(0)
         X = rng.standard_normal((4000, 3))
@@ -86,7 +79,7 @@ def test_a_quadratic_form_row_by_row_gets_one_einsum(tmp_path, roof):
 
 
 def test_a_loop_carrying_a_value_or_covering_some_rows_gets_no_vectorised_form(tmp_path, roof):
-    lines = _run(tmp_path, roof, """\
+    lines = lines_of(tmp_path, roof, """\
         import numpy as np
         rng = np.random.default_rng(0)
         a = rng.random(3000)

@@ -35,7 +35,7 @@ from .record import LineStat
 from .replay import ReplayError, prepare
 
 __all__ = ["assigned_name", "consumer_of", "extreme_uses", "joined_distances", "producer_of",
-           "sorted_extreme"]
+           "sorted_extreme", "timed_side_by_side"]
 
 #: repeats of the side-by-side timing
 REPEATS = 5
@@ -169,6 +169,23 @@ def joined_distances(line: LineStat, producer: LineStat, min_time: float,
                       "name": name, "lines_s": before.median}}
 
 
+def timed_side_by_side(written, rewritten, written_ns: dict, rewritten_ns: dict,
+                       min_time: float):
+    """Code as written and its rewrite (compiled), each run in its own namespace, timed in
+    one round-robin of :data:`REPEATS`: their two Measurements."""
+
+    def as_written() -> None:
+        exec(written, written_ns)
+
+    def rewrite() -> None:
+        exec(rewritten, rewritten_ns)
+
+    with np.errstate(all="ignore"):
+        before, after = measure_interleaved([as_written, rewrite], min_time=min_time,
+                                            repeats=REPEATS)
+    return before, after
+
+
 # -- a sort for its extreme -----------------------------------------------------------------------
 
 def extreme_uses(scope: ast.AST, name: str, lines: tuple[int, int], ndim: int, axis: int
@@ -270,17 +287,7 @@ def sorted_extreme(line: LineStat, consumer: LineStat, min_time: float,
               for (_, end), o, t in zip(uses, ours, theirs, strict=True)]
     if None in agreed:
         return None
-    first_ns, second_ns = dict(ns), dict(ns)
-
-    def as_written() -> None:
-        exec(both, first_ns)
-
-    def rewrite() -> None:
-        exec(alone, second_ns)
-
-    with np.errstate(all="ignore"):
-        before, after_m = measure_interleaved([as_written, rewrite], min_time=min_time,
-                                              repeats=REPEATS)
+    before, after_m = timed_side_by_side(both, alone, dict(ns), dict(ns), min_time)
     values = ("same values" if all(v == "same values" for v, _ in agreed)
               else "the same values at the indices")
     return {"statement": rewritten, "speedup": before.median / after_m.median,

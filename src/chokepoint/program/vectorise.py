@@ -26,14 +26,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..measure.timer import measure_interleaved
+from .joined import timed_side_by_side
 from .record import LineStat
 from .replay import ReplayError, prepare
 
 __all__ = ["Batched", "batched", "header_of", "loop_form", "vectorised_loop"]
 
-#: round-robin repeats of the loop against its rewrite
-REPEATS = 5
 _ELEMENTWISE = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**",
                 ast.FloorDiv: "//", ast.Mod: "%"}
 _UNARY = {ast.USub: "-", ast.UAdd: "+"}
@@ -235,17 +233,8 @@ def vectorised_loop(line: LineStat, header: LineStat, min_time: float,
     values = _agreement(ours_ns[target], theirs_ns[target])
     if values is None:
         return None
-    first_ns, second_ns = {**ns, target: out.copy()}, {**ns, target: out.copy()}
-
-    def as_written() -> None:
-        exec(loop, first_ns)
-
-    def vectorised() -> None:
-        exec(rewrite, second_ns)
-
-    with np.errstate(all="ignore"):
-        before, after = measure_interleaved([as_written, vectorised], min_time=min_time,
-                                            repeats=REPEATS)
+    before, after = timed_side_by_side(loop, rewrite, {**ns, target: out.copy()},
+                                       {**ns, target: out.copy()}, min_time)
     return {"statement": code, "speedup": before.median / after.median,
             "measured_s": after.median / rows, "lines_s": before.median / rows,
             "values": values, "note": "",
