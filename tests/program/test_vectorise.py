@@ -93,3 +93,21 @@ def test_a_loop_carrying_a_value_or_covering_some_rows_gets_no_vectorised_form(t
     for number in ("6", "9"):
         rewrite = lines[number]["rewrite"]
         assert rewrite is None or not (rewrite.get("joins") or {}).get("loop"), rewrite
+
+
+def test_a_loop_reading_its_target_whole_or_through_a_view_gets_no_vectorised_form(
+        tmp_path, roof):
+    lines = lines_of(tmp_path, roof, """\
+        import numpy as np
+        a = np.random.default_rng(0).random(3000)
+        c = np.ones(3000)
+        for n in range(len(a)):
+            c[n] = a[n] * c[0]  # row 0 written first: the later rows read it
+        d = np.ones(3000)
+        e = d[::-1]
+        for n in range(len(a)):
+            d[n] = a[n] * e[0]  # d[-1] under another name
+        """)
+    for number in ("5", "9"):
+        rewrite = lines[number]["rewrite"]
+        assert rewrite is None or not (rewrite.get("joins") or {}).get("loop"), rewrite

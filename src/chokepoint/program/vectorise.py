@@ -212,13 +212,15 @@ def vectorised_loop(line: LineStat, header: LineStat, min_time: float,
             or line.hits != rows * entries:
         return None  # not every row of the target at each entry of the loop
     found = batched(expr, var, ns)
-    reads = {n.value.id for n in ast.walk(expr) if isinstance(n, ast.Subscript)
-             and isinstance(n.slice, ast.Name) and n.slice.id == var
-             and isinstance(n.value, ast.Name)}
-    if found is None or not found.by_row or any(
-            len(ns[x]) != rows or (ns[x] is not out and np.may_share_memory(ns[x], out))
-            for x in reads):
-        return None
+    reads = set(_row_reads(expr, var))
+    whole = sum(isinstance(n, ast.Name) and n.id == target for n in ast.walk(expr))
+    if whole > sum(x == target for x in _row_reads(expr, var)):
+        return None  # the target read whole: each row's run sees the rows written before
+    arrays = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)
+              and type(ns.get(n.id)) is np.ndarray and ns[n.id] is not out}
+    if found is None or not found.by_row or any(len(ns[x]) != rows for x in reads) \
+            or any(np.may_share_memory(ns[x], out) for x in arrays):
+        return None  # an array it reads is the target's memory under another name
     code = f"{target}[:] = {found.code}"
     loop = compile(f"for {var} in range({rows}):\n    {line.statement.code}\n",
                    "<the loop>", "exec")
@@ -240,6 +242,13 @@ def vectorised_loop(line: LineStat, header: LineStat, min_time: float,
             "values": values, "note": "",
             "joins": {"lines": [header.statement.line, line.statement.line], "name": target,
                       "lines_s": before.median, "loop": True, "rows": rows}}
+
+
+def _row_reads(expr: ast.expr, var: str) -> list[str]:
+    """The names ``expr`` reads a row of (``X[n]``), once per read."""
+    return [n.value.id for n in ast.walk(expr) if isinstance(n, ast.Subscript)
+            and isinstance(n.slice, ast.Name) and n.slice.id == var
+            and isinstance(n.value, ast.Name)]
 
 
 def _agreement(ours: np.ndarray, theirs: np.ndarray) -> str | None:
