@@ -316,6 +316,8 @@ class Capture:
     copied: bool
     nbytes: int
     prints: dict[str, np.ndarray] = field(default_factory=dict)
+    #: pairs of names whose arrays shared memory when captured
+    aliases: frozenset = frozenset()
     hit: int = 1  # which execution of the statement
     code: object = field(default=None, repr=False)  # the code object of the frame it ran in
     start_ns: int = 0  # the statement's own time before that execution
@@ -678,6 +680,7 @@ class Recorder:
         values: dict[str, object] = {}
         new_bytes = 0
         counted: set[int] = set()
+        originals: list[tuple[str, np.ndarray]] = []
         for name in names:
             if name in local_ns:
                 value = local_ns[name]
@@ -686,6 +689,7 @@ class Recorder:
             else:
                 continue  # a builtin, or a name bound later
             if isinstance(value, np.ndarray):
+                originals.append((name, value))
                 if copy or value.nbytes <= SMALL_COPY:
                     value = value.copy()
                     new_bytes += value.nbytes
@@ -703,7 +707,11 @@ class Recorder:
             stat.why_not = (f"over the capture budget ({new_bytes / 2**20:.0f} MiB more than the "
                             f"{self.budget_bytes / 2**20:.0f} MiB left to it)")
             return None
+        # which of them were one memory under two names (a copy held loses it)
+        aliases = frozenset(frozenset((a, b)) for k, (a, x) in enumerate(originals)
+                            for b, y in originals[k + 1:] if np.may_share_memory(x, y))
         capture = Capture(values=values, globals=global_ns, copied=copy, nbytes=new_bytes,
+                          aliases=aliases,
                           hit=stat.hits, code=frame.f_code, start_ns=stat.ns,
                           input_bytes=sum(v.nbytes for v in values.values()
                                           if isinstance(v, np.ndarray)))

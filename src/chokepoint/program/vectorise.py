@@ -218,8 +218,10 @@ def vectorised_loop(line: LineStat, header: LineStat, min_time: float,
         return None  # the target read whole: each row's run sees the rows written before
     arrays = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)
               and type(ns.get(n.id)) is np.ndarray and ns[n.id] is not out}
+    aliases = line.capture.aliases if line.capture is not None else frozenset()
     if found is None or not found.by_row or any(len(ns[x]) != rows for x in reads) \
-            or any(np.may_share_memory(ns[x], out) for x in arrays):
+            or any(np.may_share_memory(ns[x], out) or frozenset((x, target)) in aliases
+                   for x in arrays):
         return None  # an array it reads is the target's memory under another name
     code = f"{target}[:] = {found.code}"
     loop = compile(f"for {var} in range({rows}):\n    {line.statement.code}\n",
