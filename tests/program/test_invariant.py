@@ -269,3 +269,27 @@ def test_a_strided_inputs_checksum_copies_a_chunk_at_a_time():
         tracemalloc.stop()
     assert peak < 2 * 2**20, peak
     assert sums == input_sums({"a": np.ascontiguousarray(a)})
+
+
+def test_a_table_a_function_returns_to_callers_that_only_read_it_is_computed_once(
+        tmp_path, roof):
+    # a DCT's basis rebuilt for each 8 x 8 block; its callers only multiply by it
+    lines = lines_of(tmp_path, roof, """\
+        import numpy as np
+        def basis(n):
+            k, i = np.arange(n)[:, None], np.arange(n)[None, :]
+            C = np.sqrt(2.0 / n) * np.cos(np.pi * (2 * i + 1) * k / (2 * n))
+            C[0, :] = np.sqrt(1.0 / n)
+            return C
+        def forward(block):
+            C = basis(block.shape[0])
+            return C @ block @ C.T
+        image = np.random.default_rng(0).random((256, 256))
+        total = 0.0
+        for r in range(0, 256, 8):
+            for c in range(0, 256, 8):
+                total += float(forward(image[r:r + 8, c:c + 8])[0, 0])
+        """)
+    cause = lines["4"]["causes"][0]
+    assert cause["kind"] == "loop-invariant" and cause["function"], lines["4"]["causes"]
+    assert cause["with"] == [lines["5"]["source"]]

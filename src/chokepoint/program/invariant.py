@@ -126,9 +126,56 @@ def hoistable(stat: LineStat, stats: list[LineStat], by_key: dict) -> str | None
         if (stores(o.code, name) and other not in kept) or (o.line < st.line
                                                             and name in o.names):
             return None
-        if scope.function and _hands_out(o.code, name):
+        if scope.function and _hands_out(o.code, name) and not (
+                _returns(o.code, name) and _callers_keep(scope, stats)):
             return None  # the caller may change it: a value kept between calls would change
     return name
+
+
+def _returns(code: str, name: str) -> bool:
+    """Whether a statement is ``return name``."""
+    try:
+        node = ast.parse(code).body[0]
+    except (SyntaxError, IndexError):
+        return False
+    return isinstance(node, ast.Return) and isinstance(node.value, ast.Name) \
+        and node.value.id == name
+
+
+def _callers_keep(scope: Scope, stats: list[LineStat]) -> bool:
+    """Whether every line calling the function of ``scope`` binds what it returns to a name
+    (``C = dct_matrix(8)``) that no other line of the caller's function (or module) writes
+    into, hands to a call or hands out: the value it returns is then never changed, and
+    keeping it between calls gives the callers the same. False where a call is in any other
+    form, or no caller was recorded."""
+    fname = scope.header.statement.code.split("def ", 1)[-1].split("(", 1)[0].strip()
+    callers = 0
+    for caller in stats:
+        c = caller.statement
+        if not c.code or fname not in c.code or c.kind in ("FunctionDef", "AsyncFunctionDef"):
+            continue
+        try:  # a compound statement's header is parsed with a body
+            tree = ast.parse(c.code + ("\n    pass" if c.code.rstrip().endswith(":") else ""))
+        except SyntaxError:
+            return False
+        calls = [
+            n for n in ast.walk(tree) if isinstance(n, ast.Call) and (
+                (isinstance(n.func, ast.Name) and n.func.id == fname)
+                or (isinstance(n.func, ast.Attribute) and n.func.attr == fname))]
+        if not calls:
+            continue
+        bound = is_simple_name_assign(tree)
+        if bound is None or len(calls) != 1 or tree.body[0].value is not calls[0]:
+            return False
+        callers += 1
+        for other in stats:
+            o = other.statement
+            if (other is caller or o.filename != c.filename or o.function != c.function
+                    or not o.code):
+                continue
+            if stores(o.code, bound) or _hands_out(o.code, bound):
+                return False
+    return callers > 0
 
 
 #: NumPy's functions that read a file, whose content a program may change between runs
