@@ -693,3 +693,35 @@ def test_a_comprehension_over_an_array_iterates_its_list(monkeypatch, code, env,
 def test_a_comprehension_python_computes_otherwise_is_left_alone(monkeypatch, env):
     _fake_timing(monkeypatch)
     assert _tolist("s = [x * x for x in v]", env) is None
+
+
+@pytest.mark.parametrize("code", [
+    "H = X.T @ np.diag(w) @ X",  # a weighted Gram matrix: rows of X.T scaled
+    "Y = np.diag(w) @ X",  # rows scaled
+    "y = np.diag(w) @ x",  # a vector
+    "Z = X @ np.diag(s)",  # columns scaled
+])
+def test_a_product_with_a_diagonal_matrix_is_a_scaling(monkeypatch, code):
+    _fake_timing(monkeypatch)
+    rng = np.random.default_rng(3)
+    env = {"np": np, "X": rng.random((40, 6)), "w": rng.random(40), "s": rng.random(6),
+           "x": rng.random(40)}
+    patterns = [p for p in _patterns(ast.parse(code)) if p.diagonal]
+    assert len(patterns) == 1, code
+    found = _check(LineCapture("f.py", 1, code, patterns, env), patterns[0], 0.001)
+    assert found is not None and "np.diag" not in found["statement"], code
+    expected, ours = dict(env), dict(env)
+    exec(code, expected)
+    exec(found["statement"], ours)
+    name = code.split(" =")[0]
+    assert np.allclose(ours[name], expected[name], rtol=1e-13), found["statement"]
+
+
+def test_a_diagonal_of_a_matrix_or_of_integers_is_left_alone(monkeypatch):
+    _fake_timing(monkeypatch)
+    rng = np.random.default_rng(3)
+    for code, env in (("Y = np.diag(A) @ A", {"A": rng.random((5, 5))}),  # np.diag(A): a vector
+                      ("Y = np.diag(k) @ A", {"k": np.arange(5), "A": rng.random((5, 5))})):
+        patterns = [p for p in _patterns(ast.parse(code)) if p.diagonal]
+        assert _check(LineCapture("f.py", 1, code, patterns, {"np": np, **env}), patterns[0],
+                      0.001) is None

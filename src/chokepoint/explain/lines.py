@@ -35,6 +35,8 @@ statistics of one array, ``np.percentile(f, 99) - np.percentile(f, 1)``, partiti
 over a 1-D array (``[code_of[x] for x in labels]``, ``enumerate(a)``, ``zip(a, b)``) makes a
 NumPy scalar of each element; over ``labels.tolist()`` Python's own, in one call (1.6x on
 200,000 labels here), where the dtype is one Python computes alike and the value is equal.
+A product with ``np.diag(w)`` builds an n x n matrix of zeros to scale rows or columns:
+``X.T * w`` scales them.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ class _Pattern:
     rolls: tuple | None = None  # ``np.roll(np.roll(a, s, 0), t, 1)``: (shifts, axes), one roll
     quantiles: list | None = None  # ``np.percentile(a, 99) - np.percentile(a, 1)``: one call
     iterated: list | None = None  # ``[d[x] for x in a]``: ``for x in a.tolist()``
+    diagonal: str = ""  # ``M @ np.diag(v)`` ("right") or ``np.diag(v) @ M`` ("left"): scaled
 
 
 @dataclass
@@ -488,6 +491,19 @@ def _scalar_power(node: ast.expr) -> tuple[float, ast.expr] | None:
     return (base, x) if base > 0 and base != 1 and math.isfinite(base) else None
 
 
+def _diagonal_product(node: ast.expr) -> tuple[str, ast.expr, ast.expr] | None:
+    """``("right", v, M)`` of ``M @ np.diag(v)``, ``("left", v, M)`` of ``np.diag(v) @ M``
+    (``v`` and ``M`` evaluated again by the check: views and copies only), else None."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult)):
+        return None
+    for side, diag, other in (("right", node.right, node.left), ("left", node.left, node.right)):
+        if (isinstance(diag, ast.Call) and _is_np(diag.func, "diag") and len(diag.args) == 1
+                and not diag.keywords and _reshaped_only(diag.args[0])
+                and _reshaped_only(other)):
+            return side, diag.args[0], other
+    return None
+
+
 def _add_at(node: ast.expr) -> tuple[ast.Name, ast.expr, ast.expr] | None:
     """``(a, i, v)`` of ``np.add.at(a, i, v)``, ``a`` a name and ``i``, ``v`` without calls
     but views and copies (:func:`_reshaped_only`: the check evaluates them again)."""
@@ -679,6 +695,11 @@ def _patterns(tree: ast.AST) -> list[_Pattern]:
             # a broadcast product summed: a contraction, without the product's temporary
             found.append(_Pattern("einsum", {}, original=ast.unparse(node),
                                   contraction=node))
+        elif (scaled := _diagonal_product(node)) is not None:
+            # a dense diagonal matrix made to scale rows or columns: n^2 memory, n^3 flops
+            side, v, m = scaled
+            found.append(_Pattern("diag", {"v": v, "m": m}, original=ast.unparse(node),
+                                  diagonal=side))
         elif (unique := _unique(node)) is not None:
             # a sort to find values a count finds
             found.append(_Pattern("unique", {"a": unique[0]}, original=ast.unparse(node),
@@ -1369,6 +1390,32 @@ def _check_add_at(capture_: LineCapture, p: _Pattern, min_time: float) -> dict |
             f"values within the rounding of sums of up to {repeats} terms"}
 
 
+def _check_diagonal(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
+    """``M @ np.diag(v)`` (``v`` a 1-D float array, ``M`` a float matrix or vector) against
+    ``M * v``, and ``np.diag(v) @ M`` against ``v[:, None] * M`` (``v * M`` for a vector):
+    each element one product either way, where the matrix product adds zeros to it."""
+    parsed = _line_target(capture_, p)
+    values = (_operand_values(capture_, [p.operands["v"], p.operands["m"]])
+              if parsed is not None else None)
+    if values is None:
+        return None
+    v, m = values
+    if not (type(v) is np.ndarray and v.ndim == 1 and v.dtype.kind == "f"
+            and type(m) is np.ndarray and m.ndim in (1, 2) and m.dtype.kind == "f"):
+        return None
+    line, target = parsed
+    v_code, m_code = _atom(p.operands["v"]), _atom(p.operands["m"])
+    if p.diagonal == "right":
+        code = f"{m_code} * {v_code}"
+    else:
+        code = f"{v_code}[:, None] * {m_code}" if m.ndim == 2 else f"{v_code} * {m_code}"
+    found = _measured_rewrite(capture_, p, line, target, "", f"({code})", _close, min_time)
+    if found is not None:
+        found["note"] = (f"np.diag makes a {v.size} x {v.size} matrix of zeros and multiplies "
+                         "by all of it; scaling by the vector computes the same products")
+    return found
+
+
 def _check_roll(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
     """Two nested ``np.roll`` of an array against one with both shifts and axes: the same
     values, shape and dtype (checked on the user's array)."""
@@ -1583,7 +1630,8 @@ _CHECKS = (("gathered", _check_gathered), ("power", _check_power), ("matmul", _c
            ("quantiles", _check_quantiles), ("count", _check_count), ("top", _check_top),
            ("extreme", _check_extreme),
            ("unique", _check_unique), ("contraction", _check_contraction),
-           ("table", _check_table), ("iterated", _check_tolist))
+           ("table", _check_table), ("iterated", _check_tolist),
+           ("diagonal", _check_diagonal))
 
 
 def _check(capture_: LineCapture, p: _Pattern, min_time: float) -> dict | None:
