@@ -212,9 +212,10 @@ def vectorised_loop(line: LineStat, header: LineStat, min_time: float,
             or line.hits != rows * entries:
         return None  # not every row of the target at each entry of the loop
     found = batched(expr, var, ns)
-    reads = set(_row_reads(expr, var))
+    row_reads = _row_reads(expr, var)
+    reads = set(row_reads)
     whole = sum(isinstance(n, ast.Name) and n.id == target for n in ast.walk(expr))
-    if whole > sum(x == target for x in _row_reads(expr, var)):
+    if whole > row_reads.count(target):
         return None  # the target read whole: each row's run sees the rows written before
     arrays = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)
               and type(ns.get(n.id)) is np.ndarray and ns[n.id] is not out}
