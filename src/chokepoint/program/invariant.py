@@ -71,11 +71,12 @@ class Scope(NamedTuple):
             return o.filename == h.filename and o.function == h.line and o.line > h.line
         return inside(other, h, by_key)
 
-    def where(self, display: Callable[[LineStat], str]) -> str:
-        if self.function:
-            name = self.header.statement.code.split("def ", 1)[-1].split("(", 1)[0].strip()
-            return f"each call of `{name}` ({display(self.header)})"
-        return f"each run of the loop at {display(self.header)}"
+    @property
+    def function_name(self) -> str:
+        """The function's name, from its ``def`` line ("" for a loop)."""
+        if not self.function:
+            return ""
+        return self.header.statement.code.split("def ", 1)[-1].split("(", 1)[0].strip()
 
 
 def scope_of(stat: LineStat, by_key: dict) -> Scope | None:
@@ -98,9 +99,10 @@ def _compared_each_time(stat: LineStat) -> bool:
             and stat.compared == compared_runs(stat.hits))
 
 
-def hoistable(stat: LineStat, stats: list[LineStat], by_key: dict) -> str | None:
-    """The name ``stat`` binds where it is loop-invariant (see the module's notes), else
-    None."""
+def hoistable(stat: LineStat, stats: list[LineStat], by_key: dict
+              ) -> tuple[str, list[LineStat]] | None:
+    """The name ``stat`` binds where it is loop-invariant (see the module's notes), with the
+    later lines that only update it (:func:`updates`), else None."""
     st = stat.statement
     scope = scope_of(stat, by_key)
     if scope is None or stat.mutates or stat.varying or not _compared_each_time(stat):
@@ -129,7 +131,7 @@ def hoistable(stat: LineStat, stats: list[LineStat], by_key: dict) -> str | None
         if scope.function and _hands_out(o.code, name) and not (
                 _returns(o.code, name) and _callers_keep(scope, stats)):
             return None  # the caller may change it: a value kept between calls would change
-    return name
+    return name, kept
 
 
 def _returns(code: str, name: str) -> bool:
@@ -148,7 +150,7 @@ def _callers_keep(scope: Scope, stats: list[LineStat]) -> bool:
     into, hands to a call or hands out: the value it returns is then never changed, and
     keeping it between calls gives the callers the same. False where a call is in any other
     form, or no caller was recorded."""
-    fname = scope.header.statement.code.split("def ", 1)[-1].split("(", 1)[0].strip()
+    fname = scope.function_name
     callers = 0
     for caller in stats:
         c = caller.statement
@@ -368,12 +370,12 @@ def attach(rows: dict[int, dict], stats: list[LineStat], display: Callable[[Line
         scope = None if row is None else scope_of(stat, by_key)
         if scope is None:
             continue
-        where = scope.where(display)
-        name = hoistable(stat, stats, by_key)
-        if name is not None:
-            with_lines = updates(stat, name, stats, by_key)
+        where = {"function_name": scope.function_name}
+        found = hoistable(stat, stats, by_key)
+        if found is not None:
+            name, with_lines = found
             for line in (stat, *with_lines):
-                claims.append((line, {"name": name, "part": False, "where": where,
+                claims.append((line, {"name": name, "part": False, **where,
                                       "update": line is not stat,
                                       "with": [display(w) for w in with_lines]
                                       if line is stat else [display(stat)],
@@ -391,7 +393,7 @@ def attach(rows: dict[int, dict], stats: list[LineStat], display: Callable[[Line
         # at most the line's own time a run, in the program
         seconds = min(per_run, row["time_s"] / stat.hits) * (stat.hits - scope.entries)
         claims.append((stat, {"name": "`, `".join(ast.unparse(p) for p in parts),
-                              "part": True, "where": where, "update": False, "with": [],
+                              "part": True, **where, "update": False, "with": [],
                               "seconds": seconds}))
     for stat, claim in claims:
         row = rows.get(id(stat))

@@ -121,7 +121,8 @@ def cause_evidence(cause: dict) -> str:
                 f"against {_ms(cause['as_written_s'])} as written: not faster, whatever the "
                 "bytes the passes move")
     if kind == "loop-invariant":
-        where = cause.get("where") or f"each run of the loop at {cause['loop']}"
+        where = (f"each call of `{cause['function_name']}` ({cause['loop']})"
+                 if cause.get("function") else f"each run of the loop at {cause['loop']}")
         once = ("once would do" if cause.get("function")
                 else f"{cause['entries']} time(s) would do")
         if cause.get("update"):
